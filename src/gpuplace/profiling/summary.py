@@ -1,0 +1,78 @@
+"""Human-readable views of a profile: the table ``gpuplace profile`` prints and a Markdown summary."""
+
+from __future__ import annotations
+
+import math
+
+from gpuplace.types import LatencyProfile
+
+_HEADERS = ("batch", "prompt", "output", "dtype", "mode", "TTFT p50 ms", "TPOT p50 ms", "TPOT p99 ms", "tok/s", "MBU", "peak GiB")
+
+
+def _ms(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v * 1e3:.2f}"
+
+
+def _pct(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v * 100:.1f}%"
+
+
+def _rows(profile: LatencyProfile) -> list[tuple[str, ...]]:
+    rows = []
+    for r in profile.results:
+        p = r.point
+        head = (str(p.batch_size), str(p.prompt_tokens), str(p.output_tokens), p.dtype, p.mode)
+        if not r.ok:
+            rows.append((*head, "FAILED", r.error[:60], "", "", "", ""))
+            continue
+        rows.append(
+            (
+                *head,
+                _ms(r.prefill.median),
+                _ms(r.decode_step.median),
+                _ms(r.decode_step.p99),
+                "-" if math.isnan(r.decode_tokens_per_s) else f"{r.decode_tokens_per_s:.0f}",
+                _pct(r.mbu),
+                "-" if math.isnan(r.peak_memory_gib) else f"{r.peak_memory_gib:.2f}",
+            )
+        )
+    return rows
+
+
+def _context(profile: LatencyProfile) -> str:
+    d = profile.device
+    where = d.name + (f" ({d.mig_device})" if d.mig_device else "")
+    return (
+        f"model {profile.model.name} ({profile.model.num_params / 1e6:.1f}M params) on {d.kind}: {where}; "
+        f"roofline bandwidth {profile.memory_bandwidth_gbps:.1f} GB/s ({profile.bandwidth_source})"
+    )
+
+
+def format_table(profile: LatencyProfile) -> str:
+    rows = [_HEADERS, *_rows(profile)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS))]
+    lines = [_context(profile)]
+    for n, row in enumerate(rows):
+        lines.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_markdown(profile: LatencyProfile) -> str:
+    lines = [
+        f"# Latency profile: {profile.model.name}",
+        "",
+        _context(profile) + ".",
+        "",
+        "TTFT = prefill + first token at zero load; TPOT = one decode step (per output token); "
+        "MBU = decode memory-traffic floor / measured mean step (docs/profiling.md).",
+        "",
+        "| " + " | ".join(_HEADERS) + " |",
+        "|" + "---|" * len(_HEADERS),
+    ]
+    lines += ["| " + " | ".join(r) + " |" for r in _rows(profile)]
+    failed = [r for r in profile.results if not r.ok]
+    if failed:
+        lines += ["", f"{len(failed)} point(s) failed:"] + [f"- `{r.point}`: {r.error}" for r in failed]
+    return "\n".join(lines) + "\n"
