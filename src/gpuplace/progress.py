@@ -13,15 +13,21 @@ from typing import TextIO
 
 
 def _fmt_duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    whole = max(0, round(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 class Progress:
     """Count steps of a known total; show them on ``stream`` (stderr by default)."""
 
     def __init__(
-        self, total: int, desc: str, *, stream: TextIO | None = None, min_interval_s: float = 2.0, enabled: bool = True
+        self,
+        total: int,
+        desc: str,
+        *,
+        stream: TextIO | None = None,
+        min_interval_s: float = 2.0,
+        enabled: bool = True,
     ) -> None:
         self.total = total
         self.desc = desc
@@ -47,9 +53,8 @@ class Progress:
         elapsed = time.monotonic() - self._start
         eta = self.eta_s()
         eta_text = "?" if eta != eta else _fmt_duration(eta)
-        return (
-            f"{self.desc}: {self.done}/{self.total} "
-            f"[{_fmt_duration(elapsed)} elapsed, ETA {eta_text}]" + (f" {detail}" if detail else "")
+        return f"{self.desc}: {self.done}/{self.total} [{_fmt_duration(elapsed)} elapsed, ETA {eta_text}]" + (
+            f" {detail}" if detail else ""
         )
 
     def advance(self, detail: str = "") -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -115,6 +116,23 @@ class GpuCatalog:
         return best[1] if best else None
 
 
+def _check_width(row: Mapping[str | None, object], path: Path, line: int, columns: int) -> None:
+    """Reject a row with missing or extra cells (csv.DictReader fills with None / collects under None).
+
+    An unquoted comma in a source note shifts every later cell, so the row is refused as a whole.
+    """
+    if None in row or None in row.values():
+        cells = sum(1 for k, v in row.items() if k is not None and v is not None)
+        extra = row.get(None)
+        cells += len(extra) if isinstance(extra, list) else 0
+        raise InvalidInput(
+            f"{path.name}:{line}",
+            cells,
+            f"has {cells} cells but the header has {columns}",
+            "Give every row one cell per column; quote cells that contain commas",
+        )
+
+
 def _number(row: Mapping[str, str], column: str, path: Path, line: int, kind: type = float) -> float:
     raw = row.get(column, "")
     try:
@@ -123,6 +141,8 @@ def _number(row: Mapping[str, str], column: str, path: Path, line: int, kind: ty
         raise InvalidInput(
             f"{path.name}:{line}:{column}", raw, f"is not a {kind.__name__}", "Fix that cell"
         ) from None
+    if not math.isfinite(value):
+        raise InvalidInput(f"{path.name}:{line}:{column}", raw, "is not a finite number", "Fix that cell")
     if value < 0:
         raise InvalidInput(f"{path.name}:{line}:{column}", raw, "must not be negative", "Fix that cell")
     return float(value)
@@ -134,11 +154,17 @@ def _read_mig(path: Path) -> dict[str, list[MigProfile]]:
         reader = csv.DictReader(f)
         missing = set(MIG_COLUMNS) - set(reader.fieldnames or ())
         if missing:
-            raise InvalidInput(f"{path.name}:columns", sorted(missing), "missing", "Add them (docs/catalog.md)")
+            raise InvalidInput(
+                f"{path.name}:columns", sorted(missing), "missing", "Add them (docs/catalog.md)"
+            )
         for line, row in enumerate(reader, start=2):
+            _check_width(row, path, line, len(reader.fieldnames or ()))
             if not _MIG_NAME.match(row["profile"]):
                 raise InvalidInput(
-                    f"{path.name}:{line}:profile", row["profile"], "is not a MIG profile name", "Use <g>g.<mem>gb"
+                    f"{path.name}:{line}:profile",
+                    row["profile"],
+                    "is not a MIG profile name",
+                    "Use <g>g.<mem>gb",
                 )
             by_gpu.setdefault(row["gpu"], []).append(
                 MigProfile(
@@ -152,14 +178,18 @@ def _read_mig(path: Path) -> dict[str, list[MigProfile]]:
     return by_gpu
 
 
-def load_gpu_catalog(path: str | os.PathLike[str] | None = None, mig_path: str | os.PathLike[str] | None = None) -> GpuCatalog:
+def load_gpu_catalog(
+    path: str | os.PathLike[str] | None = None, mig_path: str | os.PathLike[str] | None = None
+) -> GpuCatalog:
     """Read the GPU catalog: ``path``, else ``$GPUPLACE_GPU_CATALOG``, else the bundled one.
 
     A user's catalog may omit MIG profiles; the bundled ``mig_profiles.csv`` is used for its GPUs.
     """
     chosen = Path(path or os.environ.get(GPU_CATALOG_ENV) or DATA_DIR / "gpus.csv")
     if not chosen.is_file():
-        raise InvalidInput("gpu_catalog", str(chosen), "no such file", "Point it at a gpus.csv (docs/catalog.md)")
+        raise InvalidInput(
+            "gpu_catalog", str(chosen), "no such file", "Point it at a gpus.csv (docs/catalog.md)"
+        )
     mig = _read_mig(Path(mig_path) if mig_path else DATA_DIR / "mig_profiles.csv")
     gpus: dict[str, GpuSpec] = {}
     with chosen.open(newline="") as f:
@@ -168,14 +198,20 @@ def load_gpu_catalog(path: str | os.PathLike[str] | None = None, mig_path: str |
         if missing:
             raise InvalidInput(f"{chosen.name}:columns", missing, "missing", "Add them (docs/catalog.md)")
         for line, row in enumerate(reader, start=2):
+            _check_width(row, chosen, line, len(reader.fieldnames or ()))
             name = row["name"].strip()
             if not name:
                 raise InvalidInput(f"{chosen.name}:{line}:name", name, "is empty", "Name every GPU")
             if name in gpus:
-                raise InvalidInput(f"{chosen.name}:{line}:name", name, "is listed twice", "Keep one row per GPU")
+                raise InvalidInput(
+                    f"{chosen.name}:{line}:name", name, "is listed twice", "Keep one row per GPU"
+                )
             if row["form_factor"] not in ("sxm2", "sxm4", "sxm5", "pcie"):
                 raise InvalidInput(
-                    f"{chosen.name}:{line}:form_factor", row["form_factor"], "unknown", "Use sxm2|sxm4|sxm5|pcie"
+                    f"{chosen.name}:{line}:form_factor",
+                    row["form_factor"],
+                    "unknown",
+                    "Use sxm2|sxm4|sxm5|pcie",
                 )
             gpus[name] = GpuSpec(
                 name=name,

@@ -50,10 +50,15 @@ def _read_config(path: Path, field: str, value: str) -> dict[str, Any]:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise InvalidInput(
-            field, value, f"{path} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", "Fix the file"
+            field,
+            value,
+            f"{path} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})",
+            "Fix the file",
         ) from None
     if not isinstance(raw, dict):
-        raise InvalidInput(field, value, f"{path} holds a {type(raw).__name__}, not an object", "Fix the file")
+        raise InvalidInput(
+            field, value, f"{path} holds a {type(raw).__name__}, not an object", "Fix the file"
+        )
     return raw
 
 
@@ -62,17 +67,23 @@ def resolve_model(spec: str, *, field: str = "model") -> ModelSource:
     path = Path(spec).expanduser()
     if spec.endswith(".json") or path.is_file():
         if not path.is_file():
-            raise InvalidInput(field, spec, "no such file", "Give a preset name, a config.json or a model directory")
+            raise InvalidInput(
+                field, spec, "no such file", "Give a preset name, a config.json or a model directory"
+            )
         config = _read_config(path, field, spec)
         kind, weights_dir = "config", None
     elif path.is_dir():
         config_path = path / "config.json"
         if not config_path.is_file():
-            raise InvalidInput(field, spec, "directory has no config.json", "Point at a Hugging Face model directory")
+            raise InvalidInput(
+                field, spec, "directory has no config.json", "Point at a Hugging Face model directory"
+            )
         config = _read_config(config_path, field, spec)
         kind, weights_dir = "weights", path
     elif ("/" in spec or spec.startswith(".")) and not (MODELS_DIR / f"{spec}.json").is_file():
-        raise InvalidInput(field, spec, "no such file or directory", "Give a preset name, a config.json or a directory")
+        raise InvalidInput(
+            field, spec, "no such file or directory", "Give a preset name, a config.json or a directory"
+        )
     else:
         preset = MODELS_DIR / f"{spec}.json"
         if not preset.is_file():
@@ -112,10 +123,15 @@ def validate_config(config: Mapping[str, Any], *, field: str = "model", value: s
     kv = config.get("num_key_value_heads") or heads
     _positive_int({"num_key_value_heads": kv}, "num_key_value_heads", field, value)
     if heads % int(kv):
-        raise InvalidInput(f"{field}.num_key_value_heads", kv, f"does not divide num_attention_heads={heads}", "")
+        raise InvalidInput(
+            f"{field}.num_key_value_heads", kv, f"does not divide num_attention_heads={heads}", ""
+        )
     if not config.get("head_dim") and int(config["hidden_size"]) % heads:
         raise InvalidInput(
-            f"{field}.hidden_size", config["hidden_size"], f"is not a multiple of num_attention_heads={heads}", ""
+            f"{field}.hidden_size",
+            config["hidden_size"],
+            f"is not a multiple of num_attention_heads={heads}",
+            "",
         )
 
 
@@ -130,13 +146,18 @@ def count_params(config: Mapping[str, Any]) -> int | None:
     nh = int(config["num_attention_heads"])
     nkv = int(config.get("num_key_value_heads") or nh)
     hd = int(config.get("head_dim") or h // nh)
+    family = config.get("model_type")
     q, kv = nh * hd, nkv * hd
     attn = h * q + 2 * h * kv + q * h
-    if config.get("attention_bias") or config.get("model_type") == "qwen2":
+    # Biases follow the transformers modules, not the config keys alone: qwen2 always biases q/k/v
+    # (never o); llama and qwen3 bias q/k/v *and* o under attention_bias; mistral never biases.
+    if family == "qwen2":
         attn += q + 2 * kv
-    if config.get("model_type") == "qwen3":
+    elif family in ("llama", "qwen3") and config.get("attention_bias"):
+        attn += q + 2 * kv + h
+    if family == "qwen3":
         attn += 2 * hd  # per-head q/k RMSNorm
-    mlp = 3 * h * i + (2 * i + h if config.get("mlp_bias") else 0)
+    mlp = 3 * h * i + (2 * i + h if family == "llama" and config.get("mlp_bias") else 0)
     per_layer = attn + mlp + 2 * h
     embed = v * h
     head = 0 if config.get("tie_word_embeddings") else v * h

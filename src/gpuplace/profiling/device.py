@@ -9,6 +9,7 @@ cannot be read is left empty and a note says why.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -42,7 +43,11 @@ def resolve_device(spec: str) -> torch.device:
     if not m:
         raise InvalidInput("device", spec, "not a device", "Use auto, cpu, cuda or cuda:N")
     if m.group(1) == "auto":
-        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        return (
+            torch.device("cuda", torch.cuda.current_device())
+            if torch.cuda.is_available()
+            else torch.device("cpu")
+        )
     if m.group(1) == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
@@ -56,7 +61,9 @@ def resolve_device(spec: str) -> torch.device:
     index = int(m.group(2) or 0)
     count = torch.cuda.device_count()
     if index >= count:
-        raise DeviceUnavailable("device", spec, f"only {count} CUDA device(s) visible", f"Use cuda:0..cuda:{count - 1}")
+        raise DeviceUnavailable(
+            "device", spec, f"only {count} CUDA device(s) visible", f"Use cuda:0..cuda:{count - 1}"
+        )
     return torch.device("cuda", index)
 
 
@@ -64,7 +71,9 @@ def dtype_name(spec: str) -> str:
     try:
         return DTYPE_ALIASES[spec.strip().lower()]
     except KeyError:
-        raise InvalidInput("dtype", spec, "not a supported dtype", "Use float32, bfloat16 or float16") from None
+        raise InvalidInput(
+            "dtype", spec, "not a supported dtype", "Use float32, bfloat16 or float16"
+        ) from None
 
 
 def default_dtype(device: torch.device) -> str:
@@ -89,7 +98,10 @@ def check_dtype_runs(device: torch.device, dtype: torch.dtype, name: str) -> Non
         torch.softmax(a @ a, dim=-1).sum().item()
     except (RuntimeError, NotImplementedError, TypeError) as e:
         raise DeviceUnavailable(
-            "dtype", name, f"cannot run on {device} ({type(e).__name__}: {str(e).splitlines()[0]})", "Pick another dtype"
+            "dtype",
+            name,
+            f"cannot run on {device} ({type(e).__name__}: {str(e).splitlines()[0]})",
+            "Pick another dtype",
         ) from e
 
 
@@ -108,7 +120,7 @@ def _numa_node_count() -> int | None:
     return len(nodes) or None
 
 
-def _versions() -> dict[str, str]:
+def _versions() -> dict[str, Any]:
     import transformers
 
     return {"torch_version": torch.__version__, "transformers_version": transformers.__version__}
@@ -158,11 +170,9 @@ def _nvml_topology(bus_id: str) -> dict[str, Any]:
         handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
         info: dict[str, Any] = {"topology_source": "nvml"}
         info["driver_version"] = _decode(pynvml.nvmlSystemGetDriverVersion())
-        try:
+        with contextlib.suppress(pynvml.NVMLError):
             v = pynvml.nvmlSystemGetCudaDriverVersion()
             info["cuda_version"] = f"{v // 1000}.{(v % 1000) // 10}"
-        except pynvml.NVMLError:
-            pass
         try:
             current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
             info["mig_mode"] = bool(current)
@@ -174,10 +184,8 @@ def _nvml_topology(bus_id: str) -> dict[str, Any]:
             ("pcie_gen_max", pynvml.nvmlDeviceGetMaxPcieLinkGeneration),
             ("pcie_width_max", pynvml.nvmlDeviceGetMaxPcieLinkWidth),
         ):
-            try:
+            with contextlib.suppress(pynvml.NVMLError):
                 info[key] = int(fn(handle))
-            except pynvml.NVMLError:
-                pass
         numa = None
         if hasattr(pynvml, "nvmlDeviceGetNumaNodeId"):
             try:
@@ -207,11 +215,15 @@ def parse_nvidia_smi_topo(text: str, gpu_index: int) -> dict[str, Any]:
     ``link`` field holds the number of bonded links.
     """
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    header = next((ln for ln in lines if re.match(r"^\s+GPU0\b", ln) or ln.lstrip().startswith("GPU0\t")), None)
+    header = next(
+        (ln for ln in lines if re.match(r"^\s+GPU0\b", ln) or ln.lstrip().startswith("GPU0\t")), None
+    )
     if header is None:
         return {}
     columns = re.split(r"\t+|\s{2,}", header.strip())
-    row = next((ln for ln in lines if re.match(rf"^GPU{gpu_index}\s", ln)), None)
+    # Rows only after the header: an unindented header also starts with "GPU0".
+    rows = lines[lines.index(header) + 1 :]
+    row = next((ln for ln in rows if re.match(rf"^GPU{gpu_index}\s", ln)), None)
     if row is None:
         return {}
     cells = re.split(r"\t+|\s{2,}", row.strip())[1:]
@@ -242,8 +254,9 @@ def discover_cuda(device: torch.device, catalog: GpuCatalog | None = None) -> De
     name = str(props.name)
     memory_gib = props.total_memory / 2**30
     bus_id = ""
-    if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
-        bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    pci = [getattr(props, a, None) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if all(isinstance(v, int) for v in pci):
+        bus_id = f"{pci[0]:08x}:{pci[1]:02x}:{pci[2]:02x}.0"
     mig = re.search(r"MIG\s+(\S+)", name)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     notes: list[str] = []

@@ -31,7 +31,9 @@ def measure_copy_bandwidth_gbps(device: torch.device, size_mib: int = 256, repea
     return 2 * n * 4 / best / 1e9
 
 
-def measure_matmul_tflops(device: torch.device, dtype: torch.dtype, size: int = 1024, repeats: int = 5) -> float:
+def measure_matmul_tflops(
+    device: torch.device, dtype: torch.dtype, size: int = 1024, repeats: int = 5
+) -> float:
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
     a @ b

@@ -99,19 +99,31 @@ def load_profile(path: str | os.PathLike[str]) -> LatencyProfile:
     try:
         table = pq.read_table(p)
     except Exception as e:  # pyarrow raises several unrelated types for a non-Parquet file
-        raise InvalidInput("profile", str(p), f"is not a Parquet file ({e})", "Give the file gpuplace profile wrote") from None
+        raise InvalidInput(
+            "profile", str(p), f"is not a Parquet file ({e})", "Give the file gpuplace profile wrote"
+        ) from None
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
-        raise InvalidInput("profile", str(p), "has no gpuplace metadata", "Give the file gpuplace profile wrote")
+        raise InvalidInput(
+            "profile", str(p), "has no gpuplace metadata", "Give the file gpuplace profile wrote"
+        )
     meta = json.loads(raw)
     frame = table.to_pandas()
     results = []
     for row in frame.to_dict("records"):
         point = SweepPoint(**{f.name: row[f.name] for f in fields(SweepPoint)})
-        kwargs: dict[str, Any] = {name: Distribution.from_flat(row, _DIST_PREFIX[name]) for name in DISTRIBUTIONS}
+        kwargs: dict[str, Any] = {
+            name: Distribution.from_flat(row, _DIST_PREFIX[name]) for name in DISTRIBUTIONS
+        }
         kwargs.update({name: _nan(row[name]) for name in SCALARS})
         results.append(
-            PointResult(point=point, ok=bool(row["ok"]), error=str(row["error"]), repeats=int(row["repeats"]), **kwargs)
+            PointResult(
+                point=point,
+                ok=bool(row["ok"]),
+                error=str(row["error"]),
+                repeats=int(row["repeats"]),
+                **kwargs,
+            )
         )
     return LatencyProfile(
         model=ModelArch(**meta["model"]),

@@ -26,25 +26,33 @@ def hf_config(source: ModelSource) -> Any:
         return AutoConfig.for_model(model_type, **config)
     except (ValueError, KeyError) as e:
         raise InvalidInput(
-            "model.model_type", model_type, f"transformers cannot build it ({e})", "Use a decoder-only architecture"
+            "model.model_type",
+            model_type,
+            f"transformers cannot build it ({e})",
+            "Use a decoder-only architecture",
         ) from None
 
 
-def build_model(source: ModelSource, dtype: torch.dtype, device: torch.device, *, random_weights: bool = True) -> Any:
+def build_model(
+    source: ModelSource, dtype: torch.dtype, device: torch.device, *, random_weights: bool = True
+) -> Any:
     """An eval-mode causal LM in ``dtype`` on ``device``, without gradients."""
     from transformers import AutoModelForCausalLM
 
     if not random_weights:
         if source.weights_dir is None:
             raise InvalidInput(
-                "random_weights", False, f"{source.name!r} is a {source.kind}, which has no weights", "Give a model directory"
+                "random_weights",
+                False,
+                f"{source.name!r} is a {source.kind}, which has no weights",
+                "Give a model directory",
             )
         model = AutoModelForCausalLM.from_pretrained(source.weights_dir, dtype=dtype, device_map={"": device})
     else:
         config = hf_config(source)
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    model.eval()
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)  # type: ignore[no-untyped-call]
+    model.train(False)
     model.requires_grad_(False)
     return model
 

@@ -47,6 +47,17 @@ from gpuplace.types import DeviceInfo, Distribution, LatencyProfile, ModelArch, 
 MODES: tuple[str, ...] = ("eager", "static")
 
 
+def parse_int_list(field: str, text: str) -> tuple[int, ...]:
+    """``"1,4,8"`` → (1, 4, 8), with an error naming the field for anything else."""
+    try:
+        values = tuple(int(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise InvalidInput(field, text, "is not a comma-separated list of integers", "e.g. 1,4,8") from None
+    if not values:
+        raise InvalidInput(field, text, "is empty", "Give at least one value, e.g. 1,4")
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileConfig:
     """What to profile. Sequences are swept as a cartesian product."""
@@ -65,6 +76,37 @@ class ProfileConfig:
     memory_limit_gib: float | None = None  # cap below the device's free memory; points above it fail
     gpu_catalog: str | None = None
     extra_notes: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_params(
+        cls,
+        *,
+        model: str,
+        device: str = "auto",
+        batch_sizes: str = "1",
+        prompt_tokens: str = "128",
+        output_tokens: str = "32",
+        dtypes: str = "auto",
+        mode: str = "eager",
+        repeats: int = 5,
+        warmup: int | None = None,
+        **kwargs: Any,
+    ) -> ProfileConfig:
+        """Build from the flat string parameters of the CLI and the KFP component (``"1,4"`` lists)."""
+        if warmup is None:
+            warmup = 3 if mode in ("static", "both") else 2
+        return cls(
+            model=model,
+            device=device,
+            batch_sizes=parse_int_list("batch_sizes", batch_sizes),
+            prompt_tokens=parse_int_list("prompt_tokens", prompt_tokens),
+            output_tokens=parse_int_list("output_tokens", output_tokens),
+            dtypes=tuple(d.strip() for d in dtypes.split(",") if d.strip()),
+            modes=(mode,),
+            repeats=repeats,
+            warmup=warmup,
+            **kwargs,
+        ).validated()
 
     def validated(self) -> ProfileConfig:
         for name in ("batch_sizes", "prompt_tokens", "output_tokens"):
@@ -89,7 +131,9 @@ class ProfileConfig:
         if "static" in modes and self.warmup < 3:
             # torch.compile traces on the first calls and cudagraph trees record on the following
             # ones: fewer warm-ups would time compilation.
-            raise InvalidInput("warmup", self.warmup, "static mode needs at least 3 warm-up generations", "Use 3")
+            raise InvalidInput(
+                "warmup", self.warmup, "static mode needs at least 3 warm-up generations", "Use 3"
+            )
         if self.memory_limit_gib is not None and self.memory_limit_gib <= 0:
             raise InvalidInput("memory_limit_gib", self.memory_limit_gib, "must be positive", "")
         return replace(self, modes=tuple(dict.fromkeys(modes)))
@@ -143,15 +187,19 @@ class _Runner:
         self._decode = self._eager_decode
         if mode == "static":
             compile_mode = "reduce-overhead" if device.type == "cuda" else "default"
-            self._decode = torch.compile(self._eager_decode, mode=compile_mode, dynamic=False, fullgraph=False)
+            self._decode = torch.compile(
+                self._eager_decode, mode=compile_mode, dynamic=False, fullgraph=False
+            )
 
     def _eager_decode(self, token: torch.Tensor, cache: Any) -> torch.Tensor:
         out = self.model(input_ids=token, use_cache=True, **{self.key: cache})
-        return out.logits[:, -1].argmax(-1, keepdim=True)
+        next_token: torch.Tensor = out.logits[:, -1].argmax(-1, keepdim=True)
+        return next_token
 
     def _prefill(self, ids: torch.Tensor, cache: Any) -> torch.Tensor:
         out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.key: cache})
-        return out.logits[:, -1].argmax(-1, keepdim=True)
+        first_token: torch.Tensor = out.logits[:, -1].argmax(-1, keepdim=True)
+        return first_token
 
     def _cache(self, batch: int, max_len: int) -> Any:
         if self.mode == "eager":
@@ -253,7 +301,9 @@ def measure_point(
             torch.cuda.reset_peak_memory_stats(device)
         gen = torch.Generator().manual_seed(seed)
         # token ids from the upper half of the vocabulary keep clear of special ids
-        ids = torch.randint(arch.vocab_size // 2, arch.vocab_size, (point.batch_size, point.prompt_tokens), generator=gen)
+        ids = torch.randint(
+            arch.vocab_size // 2, arch.vocab_size, (point.batch_size, point.prompt_tokens), generator=gen
+        )
         ids = ids.to(device)
         prefill, steps, tpot, e2e = [], [], [], []
         with torch.inference_mode():
@@ -275,7 +325,10 @@ def measure_point(
         return PointResult(point=point, ok=False, error=f"{kind}: {str(e).splitlines()[0][:300]}")
     step = Distribution.of(steps)
     bytes_step = roofline.decode_bytes_per_step(
-        arch, point.batch_size, roofline.mean_decode_context(point.prompt_tokens, point.output_tokens), point.dtype
+        arch,
+        point.batch_size,
+        roofline.mean_decode_context(point.prompt_tokens, point.output_tokens),
+        point.dtype,
     )
     floor = roofline.memory_floor_s(bytes_step, bandwidth_gbps)
     pre = Distribution.of(prefill)
@@ -299,9 +352,19 @@ def measure_point(
     )
 
 
+def _describe(result: PointResult) -> str:
+    p = result.point
+    head = f"b={p.batch_size} p={p.prompt_tokens} o={p.output_tokens} {p.dtype} {p.mode}: "
+    if not result.ok:
+        return head + result.error
+    return head + f"TTFT {result.prefill.median * 1e3:.1f} ms, TPOT {result.decode_step.median * 1e3:.2f} ms"
+
+
 def _check_profiler_off() -> None:
-    if torch.autograd._profiler_enabled():
-        raise RuntimeError("the torch profiler is on: its instrumentation would be timed; run gpuplace profile without it")
+    if torch.autograd.profiler._is_profiler_enabled:
+        raise RuntimeError(
+            "the torch profiler is on: its instrumentation would be timed; run gpuplace profile without it"
+        )
 
 
 def run_profile(
@@ -324,7 +387,10 @@ def run_profile(
     max_pos = int(source.config.get("max_position_embeddings") or 0)
     if max_pos and max_len > max_pos:
         raise InvalidInput(
-            "prompt_tokens+output_tokens", max_len, f"exceeds the model's max_position_embeddings={max_pos}", ""
+            "prompt_tokens+output_tokens",
+            max_len,
+            f"exceeds the model's max_position_embeddings={max_pos}",
+            "",
         )
     catalog = catalog or load_gpu_catalog(config.gpu_catalog)
     info = discover_device(device, catalog)
@@ -360,15 +426,7 @@ def run_profile(
                     results.append(result)
                     if on_point is not None:
                         on_point(result)
-                    detail = (
-                        f"b={point.batch_size} p={point.prompt_tokens} o={point.output_tokens} {d} {mode}: "
-                        + (
-                            f"TTFT {result.prefill.median * 1e3:.1f} ms, TPOT {result.decode_step.median * 1e3:.2f} ms"
-                            if result.ok
-                            else result.error
-                        )
-                    )
-                    progress.advance(detail)
+                    progress.advance(_describe(result))
             del model
             if device.type == "cuda":
                 torch.cuda.empty_cache()

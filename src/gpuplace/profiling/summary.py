@@ -6,7 +6,19 @@ import math
 
 from gpuplace.types import LatencyProfile
 
-_HEADERS = ("batch", "prompt", "output", "dtype", "mode", "TTFT p50 ms", "TPOT p50 ms", "TPOT p99 ms", "tok/s", "MBU", "peak GiB")
+_HEADERS = (
+    "batch",
+    "prompt",
+    "output",
+    "dtype",
+    "mode",
+    "TTFT p50 ms",
+    "TPOT p50 ms",
+    "TPOT p99 ms",
+    "tok/s",
+    "MBU",
+    "peak GiB",
+)
 
 
 def _ms(v: float) -> str:
@@ -18,7 +30,7 @@ def _pct(v: float) -> str:
 
 
 def _rows(profile: LatencyProfile) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in profile.results:
         p = r.point
         head = (str(p.batch_size), str(p.prompt_tokens), str(p.output_tokens), p.dtype, p.mode)

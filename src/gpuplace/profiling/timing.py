@@ -54,7 +54,8 @@ class CudaClock:
 
     def prepare(self, marks: int) -> None:
         if len(self._events) < marks:
-            self._events.extend(torch.cuda.Event(enable_timing=True) for _ in range(marks - len(self._events)))
+            missing = marks - len(self._events)
+            self._events.extend(torch.cuda.Event(enable_timing=True) for _ in range(missing))  # type: ignore[no-untyped-call]
         self._used = 0
 
     def mark(self) -> None:

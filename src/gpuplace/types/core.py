@@ -1,4 +1,4 @@
-"""The domain's value types, shared by every step of the flow.
+"""Core value types: distributions, catalog entries, model shapes, devices and latency profiles.
 
 Frozen dataclasses only: strings, JSON and labels are parsed into these once at the boundary, and
 everything inside gpuplace passes them around. This module imports nothing heavier than the
@@ -70,9 +70,9 @@ class Distribution:
 
     @classmethod
     def from_flat(cls, row: Mapping[str, Any], prefix: str) -> Distribution:
-        values = {name: row[f"{prefix}_{name}"] for name in cls.__dataclass_fields__}
-        values["count"] = int(values["count"])
-        return cls(**{k: (v if k == "count" else float(v)) for k, v in values.items()})
+        stats = {name: float(row[f"{prefix}_{name}"]) for name in cls.__dataclass_fields__ if name != "count"}
+        count = row[f"{prefix}_count"]
+        return cls(count=0 if count != count else int(count), **stats)
 
 
 @dataclass(frozen=True, slots=True)

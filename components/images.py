@@ -1,0 +1,16 @@
+"""Default base images of the components, tagged with the gpuplace version (images/README.md).
+
+Standard library only: component modules import this at their top, and KFP compiles the tags into
+the pipeline YAML.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    _VERSION = version("gpuplace").split("+")[0]
+except PackageNotFoundError:  # compiling from a source tree without an install
+    _VERSION = "0.1.0"
+
+REGISTRY = "ghcr.io/gpuplace"
+CPU_IMAGE = f"{REGISTRY}/gpuplace-cpu:{_VERSION}"
+CUDA_IMAGE = f"{REGISTRY}/gpuplace-cuda:{_VERSION}"

@@ -1,0 +1,3 @@
+from components.profiling.profile_latency.component import profile_latency
+
+__all__ = ["profile_latency"]

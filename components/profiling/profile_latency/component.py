@@ -1,0 +1,67 @@
+"""KFP component ``profile_latency``: a thin adapter over :mod:`gpuplace.profiling`.
+
+Reads its parameters, calls ``gpuplace.profiling.step.run_profile_step`` and writes the outputs.
+Only the standard library and kfp are imported here; gpuplace is imported inside the function,
+which runs in the component image (the CUDA image by default: profiling wants the GPU the task
+lands on; request it with ``task.set_accelerator_type(...).set_accelerator_limit(1)``).
+"""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Markdown, Metrics, Output
+
+from components.images import CUDA_IMAGE
+
+
+@dsl.component(base_image=CUDA_IMAGE, install_kfp_package=False)
+def profile_latency(
+    profile: Output[Dataset],
+    device_info: Output[Artifact],
+    metrics: Output[Metrics],
+    summary: Output[Markdown],
+    model: str = "tiny",
+    device: str = "auto",
+    batch_sizes: str = "1,4",
+    prompt_tokens: str = "128",
+    output_tokens: str = "32",
+    dtypes: str = "auto",
+    mode: str = "eager",
+    repeats: int = 5,
+    warmup: int = -1,
+    seed: int = 0,
+    memory_limit_gib: float = 0.0,
+) -> None:
+    """Measure prefill (TTFT) and per-token decode (TPOT) latency of a model on the task's device.
+
+    Args:
+        model: Preset name (tiny, llama-3.1-8b, ...), a config.json path or a model directory.
+        device: auto | cpu | cuda | cuda:N.
+        batch_sizes: Comma-separated batch sizes to sweep.
+        prompt_tokens: Comma-separated prompt lengths to sweep.
+        output_tokens: Comma-separated output lengths (forced) to sweep.
+        dtypes: Comma-separated dtypes: auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16.
+        mode: eager, static (static KV cache + torch.compile/CUDA graphs) or both.
+        repeats: Timed generations per sweep point.
+        warmup: Untimed generations per point; -1 picks 2 (3 with static).
+        seed: Seed of the random weights and prompts.
+        memory_limit_gib: Points needing more memory than this are recorded as failed; 0 = device free memory.
+    """
+    from gpuplace.profiling import ProfileConfig
+    from gpuplace.profiling.step import profile_metrics, run_profile_step
+
+    config = ProfileConfig.from_params(
+        model=model,
+        device=device,
+        batch_sizes=batch_sizes,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        dtypes=dtypes,
+        mode=mode,
+        repeats=repeats,
+        warmup=None if warmup < 0 else warmup,
+        seed=seed,
+        memory_limit_gib=memory_limit_gib or None,
+    )
+    result = run_profile_step(config, profile.path, device_info.path, summary.path)
+    for name, value in profile_metrics(result.profile).items():
+        metrics.log_metric(name, value)
+    profile.metadata.update({"model": model, "device": result.profile.device.name, "format": "parquet"})
