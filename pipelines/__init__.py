@@ -1,0 +1,1 @@
+"""KFP pipelines built from the components: one folder per pipeline (pipeline.py + compiled YAML)."""
