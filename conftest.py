@@ -11,6 +11,9 @@ import pytest
 REPO = Path(__file__).resolve().parent
 SHARED_DATA = Path(os.environ.get("GPUPLACE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
+# controlplane / kube_api / kube_namespace: the real local Kubernetes control plane (docs/testenv.md)
+pytest_plugins = ("gpuplace.testenv.pytest_plugin",)
+
 
 @pytest.fixture
 def kfp_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

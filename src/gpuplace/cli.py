@@ -122,33 +122,116 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("run", help="the main job on embedded defaults, through kfp's local runner (make run)")
+    p = sub.add_parser(
+        "run", help="the main job: the pipeline end to end through kfp's local runner (make run)"
+    )
     p.add_argument(
         "--workdir", default=".gpuplace/runs", help="where run directories go (default .gpuplace/runs)"
     )
     p.add_argument("--model", default="", help="default: tiny on CPU, llama-3.1-8b on a GPU")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="profiling device: auto, cpu, cuda, cuda:N")
+    p.add_argument("--inventory", default="mixed-a100-h100-l4", help="fleet: bundled name, fleet YAML or CSV")
+    p.add_argument("--slo-tpot-ms", type=float, default=50.0)
+    p.add_argument("--slo-ttft-ms", type=float, default=2000.0)
+    p.add_argument("--rate", type=float, default=2.0, help="target and load-test request rate (req/s)")
+    p.add_argument("--max-requests", type=int, default=20, help="requests the load test sends")
+    p.add_argument("--trace", default="", help="Azure-format trace CSV to replay instead of synthetic load")
+    p.add_argument("--compare", action="store_true", help="run orchestration_comparison (native vs Kubeflow)")
+    p.add_argument("--target", default="local", choices=["local", "kubernetes"], help="serving target")
+    p.add_argument("--kubeconfig", default="", help="cluster for --target kubernetes")
+    p.add_argument("--namespace", default="default", help="namespace for --target kubernetes")
     p.set_defaults(func=_cmd_run)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from gpuplace.mainjob import MainJobConfig, run_main_job
-    from gpuplace.profiling import format_table, load_profile
+    from gpuplace.mainjob import MainJobConfig, format_summary, run_main_job
 
-    result = run_main_job(MainJobConfig(workdir=Path(args.workdir), model=args.model, device=args.device))
+    config = MainJobConfig(
+        workdir=Path(args.workdir),
+        model=args.model,
+        device=args.device,
+        inventory=args.inventory,
+        slo_tpot_ms=args.slo_tpot_ms,
+        slo_ttft_ms=args.slo_ttft_ms,
+        rate=args.rate,
+        max_requests=args.max_requests,
+        trace=args.trace,
+        compare=args.compare,
+        target=args.target,
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+    )
+    result = run_main_job(config)
     print()
-    print(format_table(load_profile(result.profile_path)))
-    print()
-    print(f"run directory : {result.run_dir}")
-    print(f"profile       : {result.profile_path}  (Parquet, one row per sweep point)")
-    print(f"device record : {result.device_json_path}")
-    print(f"summary       : {result.summary_path}  (Markdown)")
+    print(format_summary(result))
+    return 0
+
+
+def _add_compile_submit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    c = sub.add_parser("compile", help="compile pipelines to their checked-in pipeline.yaml (make compile)")
+    c.add_argument("pipelines", nargs="*", help="pipeline names (default: all)")
+    c.add_argument("--out", default=None, help="write here instead (one pipeline only)")
+    c.set_defaults(func=_cmd_compile)
+    s = sub.add_parser("submit", help="submit a pipeline run to a Kubeflow Pipelines API with the kfp SDK")
+    s.add_argument("pipeline", help="pipeline name (see gpuplace compile --help)")
+    s.add_argument("--host", required=True, help="KFP API URL, e.g. https://kubeflow.example.com/pipeline")
+    s.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a pipeline argument")
+    s.add_argument("--experiment", default="gpuplace")
+    s.add_argument("--run-name", default=None)
+    s.add_argument("--token", default=None, help="an existing bearer token (default: $KFP_TOKEN)")
+    s.add_argument("--namespace", default=None, help="the Kubeflow profile namespace (multi-user installs)")
+    s.add_argument("--upload", action="store_true", help="also upload the package as a pipeline")
+    s.add_argument("--wait", type=float, default=None, metavar="SECONDS", help="wait for the run to finish")
+    s.set_defaults(func=_cmd_submit)
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from gpuplace.submit import compile_pipeline, pipeline_names
+
+    names = args.pipelines or list(pipeline_names())
+    if args.out and len(names) != 1:
+        raise InvalidInput(
+            "out", args.out, "needs exactly one pipeline name", "e.g. gpuplace compile llm_placement"
+        )
+    for name in names:
+        print(f"compiled {name} -> {compile_pipeline(name, Path(args.out) if args.out else None)}")
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    import os
+
+    from gpuplace.submit import submit
+
+    result = submit(
+        args.pipeline,
+        host=args.host,
+        params=args.param,
+        experiment=args.experiment,
+        run_name=args.run_name,
+        token=args.token or os.environ.get("KFP_TOKEN"),
+        namespace=args.namespace,
+        upload=args.upload,
+        wait_timeout_s=args.wait,
+    )
+    print(f"run {result.run_id} in experiment {result.experiment_id or '-'}: {result.url}")
+    if result.pipeline_id:
+        print(f"uploaded pipeline {result.pipeline_id}")
+    if result.state:
+        print(f"state: {result.state}")
     return 0
 
 
 # Subcommands that live beside the library module they wrap: each module has
 # ``register(sub: argparse._SubParsersAction) -> None`` and imports its heavy dependencies lazily.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "gpuplace.loadtest.commands",
+    "gpuplace.deploy",
+    "gpuplace.testenv.commands",
+    "gpuplace.compare.command",
+    "gpuplace.inventory.commands",
+    "gpuplace.planner.commands",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -161,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile(sub)
     _add_catalog(sub)
     _add_run(sub)
+    _add_compile_submit(sub)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser

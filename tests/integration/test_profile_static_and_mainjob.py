@@ -61,12 +61,103 @@ def test_static_cache_decode_matches_eager_tokens() -> None:
     assert torch.equal(tokens["eager"], tokens["static"])
 
 
-def test_main_job_runs_profile_through_local_runner(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["run", "--workdir", str(tmp_path / "runs"), "--device", "cpu"]) == 0
+def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gpuplace run`: every step of llm_placement as real components under kfp.local, with a real
+    local inference server and a local MLflow store, then the summary."""
+    import json
+
+    assert main(["run", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "6"]) == 0
     out = capsys.readouterr().out
-    assert "TPOT p50 ms" in out and "run directory" in out
-    profiles = [p for p in (tmp_path / "runs").rglob("profile") if p.is_file()]
-    assert len(profiles) == 1
+    for line in (
+        "chosen shape",
+        "p99 TTFT (ms)",
+        "p99 TPOT (ms)",
+        "cost",
+        "fragmentation",
+        "MLflow",
+        "mlflow ui",
+    ):
+        assert line in out
+    run_dir = next((tmp_path / "runs").iterdir())
+    report = json.loads(next(run_dir.rglob("load-test/report")).read_text())
+    assert report["completed"] == 6 and report["failed"] == 0
+    profiles = [p for p in run_dir.rglob("profile-latency/profile") if p.is_file()]
     assert [r.point.batch_size for r in load_profile(profiles[0]).results] == [1, 4]
+    assert (run_dir / "mlflow" / "mlflow.db").is_file()
+    # the exit handler stopped the server the deploy step started
+    teardown = json.loads(next(run_dir.rglob("teardown-inference/executor_output.json")).read_text())
+    assert "stopped local server" in json.dumps(teardown)
+
+
+def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert (
+        main(
+            [
+                "run",
+                "--compare",
+                "--workdir",
+                str(tmp_path / "runs"),
+                "--device",
+                "cpu",
+                "--max-requests",
+                "4",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "orchestration_comparison" in out and "comparison        winner" in out
+    run_dir = next((tmp_path / "runs").iterdir())
+    comparison = json.loads(next(run_dir.rglob("compare-paths/comparison")).read_text())
+    assert [p["path"] for p in comparison["paths"]] == ["native", "kubeflow"]
+    report = next(run_dir.rglob("compare-paths/report_md")).read_text()
+    assert "local serving target" in report
+
+
+def test_main_job_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--workdir", str(tmp_path), "--rate", "0"]) == 2
+    assert "rate=0.0: must be positive" in capsys.readouterr().err
+    assert main(["run", "--workdir", str(tmp_path), "--trace", str(tmp_path / "nope.csv")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+@pytest.mark.controlplane
+def test_main_job_deploys_to_kubernetes(
+    controlplane, kube_api, kube_namespace, tmp_path: Path, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """`gpuplace run --target kubernetes` against the real local control plane: kube-scheduler binds
+    the plan's pods where the plan said and KWOK runs them. KWOK pods serve nothing, so the load
+    test's requests fail — recorded as data, not a crash — and the exit handler tears it all down."""
+    import json
+
+    from gpuplace.types import DeploymentRecord
+
+    argv = [
+        "run",
+        "--workdir",
+        str(tmp_path / "runs"),
+        "--device",
+        "cpu",
+        "--max-requests",
+        "2",
+        "--target",
+        "kubernetes",
+        "--kubeconfig",
+        str(controlplane.kubeconfig),
+        "--namespace",
+        kube_namespace,
+    ]
+    assert main(argv) == 0
+    assert "kubernetes serving target" in capsys.readouterr().out
+    run_dir = next((tmp_path / "runs").iterdir())
+    record = DeploymentRecord.from_json_dict(
+        json.loads(next(run_dir.rglob("deploy-inference/deployment")).read_text())
+    )
+    assert record.target == "kubernetes" and record.pods
+    assert all(p.phase == "Running" and p.node == p.planned_node for p in record.pods)
+    report = json.loads(next(run_dir.rglob("load-test/report")).read_text())
+    assert report["failed"] == 2
+    assert kube_api.list("apps/v1", "Deployment", kube_namespace) == []  # torn down by run id

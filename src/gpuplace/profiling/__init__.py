@@ -1,20 +1,42 @@
 """The torch latency profiler: device discovery, timing, roofline, the sweep and its outputs.
 
 Importable with only torch, transformers, pandas and pyarrow installed (no kfp, no mlflow), so that
-``PYTHONPATH=src python3 -m gpuplace profile ...`` runs on a bare GPU machine.
+``PYTHONPATH=src python3 -m gpuplace profile ...`` runs on a bare GPU machine. The names below are
+loaded lazily, so that importing a torch-free submodule (``gpuplace.profiling.roofline``) from the
+pure planner does not import torch.
 """
 
-from gpuplace.profiling.io import load_profile, profile_to_frame, save_profile, write_device_json
-from gpuplace.profiling.profiler import ProfileConfig, run_profile
-from gpuplace.profiling.summary import format_markdown, format_table
+from __future__ import annotations
 
-__all__ = [
-    "ProfileConfig",
-    "format_markdown",
-    "format_table",
-    "load_profile",
-    "profile_to_frame",
-    "run_profile",
-    "save_profile",
-    "write_device_json",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuplace.profiling.io import load_profile as load_profile
+    from gpuplace.profiling.io import profile_to_frame as profile_to_frame
+    from gpuplace.profiling.io import save_profile as save_profile
+    from gpuplace.profiling.io import write_device_json as write_device_json
+    from gpuplace.profiling.profiler import ProfileConfig as ProfileConfig
+    from gpuplace.profiling.profiler import run_profile as run_profile
+    from gpuplace.profiling.summary import format_markdown as format_markdown
+    from gpuplace.profiling.summary import format_table as format_table
+
+_EXPORTS = {
+    "ProfileConfig": "gpuplace.profiling.profiler",
+    "run_profile": "gpuplace.profiling.profiler",
+    "load_profile": "gpuplace.profiling.io",
+    "profile_to_frame": "gpuplace.profiling.io",
+    "save_profile": "gpuplace.profiling.io",
+    "write_device_json": "gpuplace.profiling.io",
+    "format_markdown": "gpuplace.profiling.summary",
+    "format_table": "gpuplace.profiling.summary",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuplace.profiling' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -7,6 +7,7 @@ field names (``_s``, ``_gib``, ``_gbps``: GB/s, 10^9 bytes per second, ``_usd_pe
 seconds everywhere inside gpuplace. One module per area; this package re-exports them all.
 """
 
+from gpuplace.types.compare import Comparison, PathMetrics, PlanFacts
 from gpuplace.types.core import (
     PERCENTILES,
     DeviceInfo,
@@ -22,9 +23,16 @@ from gpuplace.types.core import (
 )
 from gpuplace.types.deploy import DeploymentRecord, PodRecord
 from gpuplace.types.fleet import GpuDevice, Inventory, Node, Taint
+from gpuplace.types.loadtest import LatencyReport as LatencyReport
+from gpuplace.types.loadtest import RequestResult as RequestResult
+from gpuplace.types.plan import Candidate as Candidate
+from gpuplace.types.plan import Placement as Placement
+from gpuplace.types.plan import PlacementPlan as PlacementPlan
+from gpuplace.types.plan import Slo as Slo
 
 __all__ = [
     "PERCENTILES",
+    "Comparison",
     "DeploymentRecord",
     "DeviceInfo",
     "Distribution",
@@ -36,6 +44,8 @@ __all__ = [
     "ModelArch",
     "Node",
     "NvLinkPeer",
+    "PathMetrics",
+    "PlanFacts",
     "PodRecord",
     "PointResult",
     "SweepPoint",

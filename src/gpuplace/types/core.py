@@ -17,6 +17,22 @@ from typing import Any
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 
 
+def json_clean(value: Any) -> Any:
+    """JSON has no NaN or infinity: write them as null (read back as NaN); tuples become lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: json_clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_clean(v) for v in value]
+    return value
+
+
+def json_num(value: Any) -> float:
+    """The inverse of :func:`json_clean` for one number: null reads back as NaN."""
+    return math.nan if value is None else float(value)
+
+
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile of already sorted values (numpy's default, 'linear').
 

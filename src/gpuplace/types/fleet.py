@@ -74,6 +74,7 @@ class Node:
     memory_gib: float = 0.0
     numa_nodes: int = 1
     mig_strategy: str = "none"  # none | single | mixed (NVIDIA device plugin)
+    gpu_sharing: int = 1  # time-slicing replicas per whole GPU (device plugin sharing config); 1 = exclusive
 
     @property
     def whole_gpus(self) -> tuple[GpuDevice, ...]:

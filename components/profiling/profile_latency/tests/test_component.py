@@ -9,19 +9,8 @@ import pandas as pd
 import pytest
 
 from components.profiling.profile_latency import profile_latency
+from components.testing import FakeArtifact as _Out
 from gpuplace.profiling import load_profile
-
-
-class _Out:
-    """Stands in for KFP's Output[...] artifact objects when calling python_func directly."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-        self.metadata: dict[str, object] = {}
-        self.logged: dict[str, float] = {}
-
-    def log_metric(self, name: str, value: float) -> None:
-        self.logged[name] = value
 
 
 def test_python_func_writes_all_outputs(tmp_path: Path) -> None:

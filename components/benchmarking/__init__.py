@@ -1,0 +1,3 @@
+from components.benchmarking.load_test.component import load_test
+
+__all__ = ["load_test"]

@@ -1,0 +1,83 @@
+"""load_test: the function's wiring called directly, and the real component under kfp.local.
+
+Both drive gpuplace's fault-injecting streaming server (a real HTTP server on loopback).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from components.benchmarking.load_test import load_test
+from components.testing import FakeArtifact as _Art
+from gpuplace.loadtest.testserver import FaultServer, ServerOptions
+from gpuplace.types import DeploymentRecord
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with FaultServer(ServerOptions(token_delay_s=0.001)) as s:
+        yield s
+
+
+def test_python_func_reads_the_deployment_artifact_and_writes_all_outputs(
+    server: FaultServer, tmp_path: Path
+) -> None:
+    record = DeploymentRecord(
+        target="local",
+        name="d",
+        namespace="",
+        endpoint=server.url,
+        model="m",
+        ready=True,
+        served_model_name="test-model",
+    )
+    deployment = _Art(tmp_path / "deployment.json")
+    Path(deployment.path).write_text(json.dumps(record.to_json_dict()))
+    plan = _Art(tmp_path / "plan")
+    Path(plan.path).mkdir()
+    (Path(plan.path) / "plan.json").write_text(json.dumps({"predicted": {"tpot_p99_s": 0.002}}))
+    server.inject("http_500")
+    outs = {n: _Art(tmp_path / "out" / n) for n in ("records", "report", "metrics", "summary")}
+    load_test.python_func(
+        **outs, deployment=deployment, plan=plan, prompt_tokens="16", output_tokens="4", max_requests=6,
+        concurrency=2, slo_tpot_ms=100.0,
+    )  # fmt: skip
+    frame = pd.read_parquet(outs["records"].path)
+    assert len(frame) == 6
+    report = json.loads(Path(outs["report"].path).read_text())
+    assert report["completed"] == 6  # the injected 500 hit the warm-up request, not the measured ones
+    assert "warm-up request failed" in " ".join(report["notes"])
+    assert "tpot_p99_s" in report["predicted_vs_measured"]
+    logged = outs["metrics"].logged
+    assert logged["completed"] == 6.0 and logged["tpot_p99_ms"] > 0 and "tpot_p99_prediction_error" in logged
+    assert Path(outs["summary"].path).read_text().startswith("# Load test")
+    assert server.stats.bodies[-1]["model"] == "test-model"
+
+
+def test_python_func_rejects_bad_input_before_sending(server: FaultServer, tmp_path: Path) -> None:
+    outs = {n: _Art(tmp_path / n) for n in ("records", "report", "metrics", "summary")}
+    with pytest.raises(ValueError, match=r"^rate=-1\.0"):
+        load_test.python_func(**outs, endpoint=server.url, rate=-1.0)
+    assert server.stats.requests == 0
+    assert not any(Path(o.path).exists() for o in outs.values())
+
+
+def test_component_spec_compiles_with_its_interface() -> None:
+    spec = load_test.component_spec
+    assert set(spec.outputs or {}) == {"records", "report", "metrics", "summary"}
+    assert spec.inputs["deployment"].optional and spec.inputs["endpoint"].default == ""
+    assert spec.implementation.container.image.startswith("ghcr.io/gpuplace/gpuplace-cpu:")
+
+
+@pytest.mark.integration
+def test_runs_under_the_local_runner(kfp_local: Path, server: FaultServer) -> None:
+    task = load_test(endpoint=server.url, prompt_tokens="8", output_tokens="4", rate=50.0, max_requests=10)
+    frame = pd.read_parquet(task.outputs["records"].path)
+    assert len(frame) == 10 and frame["success"].all()
+    assert task.outputs["metrics"].metadata["completed"] == 10.0
+    assert json.loads(Path(task.outputs["report"].path).read_text())["workload"]["rate_rps"] == 50.0

@@ -1,0 +1,3 @@
+from components.placement.discover_inventory.component import discover_inventory
+
+__all__ = ["discover_inventory"]

@@ -1,0 +1,85 @@
+"""KFP component ``plan_placement``: a thin adapter over :mod:`gpuplace.planner` and its manifests.
+
+Reads a profile and an inventory (a fleet name/path, or the JSON ``discover_inventory`` wrote), plans
+the cheapest placement meeting the SLO, and writes ``plan.json``, the manifests folder, the candidate
+table and KFP Metrics. The node affinity, tolerations and node selector JSON come back as output
+parameters for kfp-kubernetes (``add_node_affinity_json`` etc.) on the serving task.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Markdown, Metrics, Output
+
+from components.images import CPU_IMAGE
+
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def plan_placement(
+    profile: Input[Dataset],
+    plan: Output[Artifact],
+    candidates: Output[Markdown],
+    metrics: Output[Metrics],
+    model: str,
+    slo_tpot_ms: float,
+    slo_ttft_ms: float,
+    rate: float,
+    inventory: str = "mixed-a100-h100-l4",
+    inventory_json: Input[Artifact] = None,  # type: ignore[assignment]
+    prompt_tokens: int = 512,
+    output_tokens: int = 128,
+    fit_threshold: float = 0.85,
+    kinds: str = "whole,mig,shared",
+    prices: dict = {},  # noqa: B006  # KFP parameters are JSON; a literal default is how KFP spells it
+    breach_penalty_usd: float = 0.0,
+    numa_align: bool = False,
+) -> NamedTuple(
+    "Outputs", [("node_affinity", dict), ("tolerations", list), ("node_selector", dict), ("plan_id", str)]
+):  # type: ignore[valid-type]
+    """Plan a topology-aware placement meeting a latency SLO at the lowest cost.
+
+    Args:
+        profile: Parquet profile from profile_latency.
+        model: The model the profile measured.
+        slo_tpot_ms: p99 time-per-output-token target (ms).
+        slo_ttft_ms: p99 time-to-first-token target (ms).
+        rate: Target request rate (requests/s).
+        inventory: Bundled fleet name or fleet file path; ignored when inventory_json is connected.
+        inventory_json: The inventory artifact of discover_inventory.
+        prompt_tokens: Prompt length the SLO is for.
+        output_tokens: Output length the SLO is for.
+        fit_threshold: Placements with a GPU-fit score below this are rejected.
+        kinds: Shapes to consider: whole, mig, shared.
+        prices: USD per GPU-hour by catalog GPU name, overriding the catalog.
+        breach_penalty_usd: Cost of one SLA breach, for the expected breach cost.
+        numa_align: Size CPUs to the GPUs' share of their NUMA node.
+    """
+    from collections import namedtuple
+    from pathlib import Path
+
+    from gpuplace.planner.step import run_plan_step
+
+    result = run_plan_step(
+        profile_path=Path(profile.path),
+        inventory=inventory_json.path if inventory_json is not None else inventory,
+        model=model,
+        slo_tpot_ms=slo_tpot_ms,
+        slo_ttft_ms=slo_ttft_ms,
+        rate=rate,
+        out=Path(plan.path),
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        fit_threshold=fit_threshold,
+        kinds=kinds,
+        prices=prices,
+        breach_penalty_usd=breach_penalty_usd,
+        numa_align=numa_align,
+    )
+    Path(candidates.path).write_text(result.candidates_markdown)
+    for name, value in result.metrics.items():
+        metrics.log_metric(name, value)
+    plan.metadata.update({"plan_id": result.plan_id, "format": "gpuplace-plan-dir"})
+    outputs = namedtuple("Outputs", ["node_affinity", "tolerations", "node_selector", "plan_id"])
+    return outputs(
+        result.kfp["node_affinity"], result.kfp["tolerations"], result.kfp["node_selector"], result.plan_id
+    )

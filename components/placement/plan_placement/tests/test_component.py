@@ -1,0 +1,92 @@
+"""plan_placement: the wiring called directly on a real profile, and the real component under kfp.local.
+
+The profile is a real CPU profile of the ``tiny`` preset made once per module (seconds)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.placement.discover_inventory.tests.test_component import _Out
+from components.placement.plan_placement import plan_placement
+from gpuplace.planner.io import load_plan
+
+
+@pytest.fixture(scope="module")
+def tiny_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from gpuplace.profiling import ProfileConfig, run_profile, save_profile
+
+    profile = run_profile(
+        ProfileConfig.from_params(
+            model="tiny", device="cpu", batch_sizes="1", prompt_tokens="16", output_tokens="4", repeats=2
+        )
+    )
+    path = tmp_path_factory.mktemp("profile") / "tiny.parquet"
+    save_profile(profile, path)
+    return path
+
+
+def test_python_func_writes_plan_manifests_metrics_and_fragments(tmp_path: Path, tiny_profile: Path) -> None:
+    plan_dir, cand, metrics = _Out(tmp_path / "plan"), _Out(tmp_path / "cand.md"), _Out(tmp_path / "m")
+    out = plan_placement.python_func(
+        profile=_Out(tiny_profile),
+        plan=plan_dir,
+        candidates=cand,
+        metrics=metrics,
+        model="tiny",
+        slo_tpot_ms=50,
+        slo_ttft_ms=2000,
+        rate=5,
+        inventory="h100-nvlink",
+    )
+    plan = load_plan(plan_dir.path)
+    assert out.plan_id == plan.plan_id == plan_dir.metadata["plan_id"]
+    assert out.node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ][0]["values"] == list(plan.nodes)
+    assert out.tolerations[0]["key"] == "nvidia.com/gpu"
+    assert metrics.logged["replicas"] == plan.replicas and metrics.logged["cost_usd_per_month"] > 0
+    assert "| shape |" in Path(cand.path).read_text()
+    docs = list(yaml.safe_load_all((Path(plan_dir.path) / "manifests" / "10-deployment.yaml").read_text()))
+    assert docs[0]["kind"] == "Deployment"
+    assert json.loads((Path(plan_dir.path) / "plan.json").read_text())["kfp"]["node_selector"]
+
+
+def test_python_func_rejects_a_profile_of_another_model(tmp_path: Path, tiny_profile: Path) -> None:
+    with pytest.raises(ValueError, match="model='mistral-7b'"):
+        plan_placement.python_func(
+            profile=_Out(tiny_profile),
+            plan=_Out(tmp_path / "p"),
+            candidates=_Out(tmp_path / "c"),
+            metrics=_Out(tmp_path / "m"),
+            model="mistral-7b",
+            slo_tpot_ms=50,
+            slo_ttft_ms=2000,
+            rate=5,
+        )
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.integration
+def test_runs_under_the_local_runner(kfp_local: Path, tiny_profile: Path) -> None:
+    from kfp import dsl
+
+    from components.placement.discover_inventory import discover_inventory
+
+    @dsl.pipeline
+    def plan_pipeline(profile_uri: str):  # type: ignore[no-untyped-def]  # KFP reads the annotation
+        profile = dsl.importer(artifact_uri=profile_uri, artifact_class=dsl.Dataset)
+        inv = discover_inventory(source="mixed-a100-h100-l4")
+        plan_placement(
+            profile=profile.output,
+            inventory_json=inv.outputs["inventory"],
+            model="tiny",
+            slo_tpot_ms=50.0,
+            slo_ttft_ms=2000.0,
+            rate=5.0,
+        )
+
+    plan_pipeline(profile_uri=str(tiny_profile))
+    plans = list(kfp_local.glob("**/plan-placement/plan/plan.json"))
+    assert len(plans) == 1 and load_plan(plans[0]).model == "tiny"

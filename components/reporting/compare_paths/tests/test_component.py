@@ -1,0 +1,110 @@
+"""compare_paths: the function's wiring called directly, and the real component under kfp.local.
+
+No ``from __future__ import annotations`` here: kfp reads the test's own component annotations.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components.reporting.compare_paths import compare_paths
+from components.testing import FakeArtifact as _Art
+from gpuplace.compare.sample import write_sample_inputs
+
+
+def test_python_func_writes_all_outputs(tmp_path: Path) -> None:
+    s = write_sample_inputs(tmp_path / "in", requests=40)
+    outs = {n: _Art(tmp_path / n) for n in ("comparison", "report_md", "report_html", "metrics")}
+    compare_paths.python_func(
+        native_deployment=_Art(s.deployments["native"]),
+        native_loadtest=_Art(s.loadtests["native"]),
+        kubeflow_deployment=_Art(s.deployments["kubeflow"]),
+        kubeflow_loadtest=_Art(s.loadtests["kubeflow"]),
+        plan=_Art(s.plan),
+        inventory="h100-nvlink",
+        weights="tpot_p99=0.5,provisioning=0.5",
+        assess="reuse=native:0.2,kubeflow:0.9",
+        penalty_usd_per_breach=0.05,
+        engineering_weeks=3,
+        rate_usd_per_week=5000,
+        saved_usd_per_quarter=120000,
+        **outs,
+    )
+    data = json.loads(Path(outs["comparison"].path).read_text())
+    assert data["roi"]["multiple"] == pytest.approx(8.0)
+    assert data["assessed"] == {"reuse": {"native": 0.2, "kubeflow": 0.9}}
+    assert "data:image/png;base64," in Path(outs["report_html"].path).read_text()
+    assert Path(outs["report_md"].path).read_text().startswith("# gpuplace comparison")
+    assert outs["metrics"].logged["roi_multiple"] == pytest.approx(8.0)
+    assert outs["comparison"].metadata["winner"] == data["score"]["winner"]
+
+
+def test_python_func_rejects_bad_weights_before_writing(tmp_path: Path) -> None:
+    s = write_sample_inputs(tmp_path / "in", requests=10)
+    outs = {n: _Art(tmp_path / n) for n in ("comparison", "report_md", "report_html", "metrics")}
+    with pytest.raises(ValueError, match=r"weights='tpot_p99=0.5': weights sum to 0.5"):
+        compare_paths.python_func(
+            native_deployment=_Art(s.deployments["native"]),
+            native_loadtest=_Art(s.loadtests["native"]),
+            kubeflow_deployment=_Art(s.deployments["kubeflow"]),
+            kubeflow_loadtest=_Art(s.loadtests["kubeflow"]),
+            weights="tpot_p99=0.5",
+            **outs,
+        )
+    assert not any(Path(o.path).exists() for o in outs.values())
+
+
+def test_component_spec_has_its_interface() -> None:
+    spec = compare_paths.component_spec
+    assert set(spec.outputs or {}) == {"comparison", "report_md", "report_html", "metrics"}
+    assert spec.outputs["report_html"].type == "system.HTML@0.0.1"
+    assert spec.implementation.container.image.startswith("ghcr.io/gpuplace/gpuplace-cpu:")
+
+
+@pytest.mark.integration
+def test_runs_under_the_local_runner(kfp_local: Path) -> None:
+    from kfp import dsl
+    from kfp.dsl import Artifact, Output
+
+    @dsl.component(base_image="python:3.11")
+    def sample_inputs(
+        native_deployment: Output[Artifact],
+        native_loadtest: Output[Artifact],
+        kubeflow_deployment: Output[Artifact],
+        kubeflow_loadtest: Output[Artifact],
+        plan: Output[Artifact],
+    ) -> None:
+        """The upstream steps' outputs, from the sample builder (no cluster here to deploy to)."""
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        from gpuplace.compare.sample import write_sample_inputs
+
+        s = write_sample_inputs(tempfile.mkdtemp(), requests=30)
+        shutil.copyfile(s.deployments["native"], native_deployment.path)
+        shutil.copyfile(s.deployments["kubeflow"], kubeflow_deployment.path)
+        shutil.copytree(s.loadtests["native"], native_loadtest.path)
+        shutil.copytree(s.loadtests["kubeflow"], kubeflow_loadtest.path)
+        copy = shutil.copytree if Path(s.plan).is_dir() else shutil.copyfile
+        copy(s.plan, plan.path)
+
+    @dsl.pipeline
+    def p() -> None:
+        up = sample_inputs()
+        compare_paths(
+            native_deployment=up.outputs["native_deployment"],
+            native_loadtest=up.outputs["native_loadtest"],
+            kubeflow_deployment=up.outputs["kubeflow_deployment"],
+            kubeflow_loadtest=up.outputs["kubeflow_loadtest"],
+            plan=up.outputs["plan"],
+            inventory="h100-nvlink",
+            penalty_usd_per_breach=0.05,
+        )
+
+    p()
+    html = [f for f in kfp_local.rglob("report_html") if f.is_file()]
+    assert html and "data:image/png;base64," in html[0].read_text()
+    comparison = [f for f in kfp_local.rglob("comparison") if f.is_file()]
+    assert json.loads(comparison[0].read_text())["paths"][0]["path"] == "native"

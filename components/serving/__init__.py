@@ -1,0 +1,1 @@
+"""Serving components: deploying a placement plan and taking it down."""

@@ -1,0 +1,3 @@
+from components.serving.deploy_inference.component import deploy_inference
+
+__all__ = ["deploy_inference"]

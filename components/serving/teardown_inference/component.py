@@ -1,0 +1,57 @@
+"""KFP component ``teardown_inference``: a thin adapter over :func:`gpuplace.deploy.teardown`.
+
+Deletes what ``deploy_inference`` created from the same plan directory (a 404 counts as done) and
+waits for its pods to go; for the ``local`` target it stops the server named in the deployment record,
+or, without one (as in a pipeline's exit handler, which cannot read the guarded tasks' outputs), the
+server registered for the plan.
+Only the standard library and kfp are imported here.
+"""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Input
+
+from components.images import CPU_IMAGE
+
+
+@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+def teardown_inference(
+    plan: Input[Artifact] = None,  # type: ignore[assignment]
+    deployment: Input[Artifact] = None,  # type: ignore[assignment]
+    run_id: str = "",
+    target: str = "kubernetes",
+    namespace: str = "default",
+    kubeconfig: str = "",
+    timeout_s: float = 120.0,
+) -> str:
+    """Remove a deployment made by deploy_inference; returns a one-line summary.
+
+    Args:
+        plan: The plan directory that was deployed (optional when run_id is given).
+        deployment: The deployment record deploy_inference wrote (optional: found by the plan).
+        run_id: Tear down what deploy_inference labelled with this run id; this is how a pipeline's
+            exit handler names it (dsl.PIPELINE_JOB_ID_PLACEHOLDER), since it cannot read task outputs.
+        target: kubernetes or local (as deployed).
+        namespace: Namespace it was deployed into.
+        kubeconfig: Path of a kubeconfig; empty = in-cluster.
+        timeout_s: Deadline for deleting and waiting for the pods to go.
+    """
+    import json
+
+    from gpuplace.deploy import teardown
+    from gpuplace.types import DeploymentRecord
+
+    record = None
+    if deployment is not None:
+        with open(deployment.path) as f:
+            record = DeploymentRecord.from_json_dict(json.load(f))
+    summary = teardown(
+        plan.path if plan is not None else None,
+        target=target,
+        kubeconfig=kubeconfig or ("in-cluster" if target == "kubernetes" else None),
+        namespace=namespace,
+        record=record,
+        run_id=run_id,
+        timeout_s=timeout_s,
+    )
+    print(summary)
+    return summary

@@ -1,0 +1,42 @@
+"""Steps both pipelines share: profile on the requested GPU → discover the fleet → plan."""
+
+from components.placement.discover_inventory import discover_inventory
+from components.placement.plan_placement import plan_placement
+from components.profiling.profile_latency import profile_latency
+from kfp import dsl
+
+
+def profile_and_plan(
+    *,
+    model: str,
+    profile_device: str,
+    batch_sizes: str,
+    prompt_tokens: str,
+    output_tokens: str,
+    profile_mode: str,
+    accelerator_type: str,
+    inventory: str,
+    slo_tpot_ms: float,
+    slo_ttft_ms: float,
+    rate: float,
+) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
+    """Add the profile, inventory and plan tasks to the current pipeline; returns (profile, plan)."""
+    profile = profile_latency(
+        model=model,
+        device=profile_device,
+        batch_sizes=batch_sizes,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        mode=profile_mode,
+    ).set_display_name("profile latency")
+    profile.set_accelerator_type(accelerator_type).set_accelerator_limit(1)
+    fleet = discover_inventory(source=inventory).set_display_name("discover inventory")
+    plan = plan_placement(
+        profile=profile.outputs["profile"],
+        inventory_json=fleet.outputs["inventory"],
+        model=model,
+        slo_tpot_ms=slo_tpot_ms,
+        slo_ttft_ms=slo_ttft_ms,
+        rate=rate,
+    ).set_display_name("plan placement")
+    return profile, plan

@@ -1,0 +1,153 @@
+"""The ``orchestration_comparison`` pipeline: the native and the Kubeflow path, side by side.
+
+Shared steps: profile → inventory → plan. Then
+- **native**: ``deploy_inference`` applies the plan's Deployment and kube-scheduler binds it; then
+  ``load_test`` drives it;
+- **kubeflow**: ``serve_and_load_test`` runs the server and the load test as one KFP task, whose pod
+  KFP's driver places at run time from the plan's outputs through kfp-kubernetes
+  (``add_node_affinity_json``, ``add_toleration_json``, ``add_node_selector_json``) plus the
+  accelerator type and limit — the planner's answer reaches KFP without recompiling;
+and ``compare_paths`` scores both (and logs them to MLflow). The native deployment is torn down in
+an exit handler, by run id. In local runs (``gpuplace run --compare``) both paths use the local
+serving target and kfp-kubernetes placement is not applied; the report says so.
+"""
+
+from components.benchmarking.load_test import load_test
+from components.benchmarking.serve_and_load_test import serve_and_load_test
+from components.reporting.compare_paths import compare_paths
+from components.serving.deploy_inference import deploy_inference
+from components.serving.teardown_inference import teardown_inference
+from kfp import dsl, kubernetes
+
+from pipelines.common import profile_and_plan
+
+
+@dsl.pipeline(
+    name="orchestration-comparison",
+    description="Serve one placement plan natively and through Kubeflow, load-test both, and compare them.",
+)
+def pipeline(
+    model: str = "llama-3.1-8b",
+    profile_device: str = "auto",
+    batch_sizes: str = "1,8",
+    prompt_tokens: str = "1024",
+    output_tokens: str = "128",
+    accelerator_type: str = "nvidia.com/gpu",
+    inventory: str = "cluster",
+    slo_tpot_ms: float = 50.0,
+    slo_ttft_ms: float = 2000.0,
+    rate: float = 5.0,
+    native_target: str = "kubernetes",
+    namespace: str = "default",
+    kubeconfig: str = "",
+    rollout_timeout_s: float = 600.0,
+    loadtest_prompt_tokens: str = "512",
+    loadtest_output_tokens: str = "128",
+    loadtest_max_requests: int = 200,
+    weights: str = "",
+    penalty_usd_per_breach: float = 0.0,
+    engineering_weeks: float = 0.0,
+    rate_usd_per_week: float = 0.0,
+    log_to_mlflow: bool = True,
+    mlflow_uri: str = "",
+    mlflow_experiment: str = "gpuplace",
+) -> None:
+    """Serve one plan natively and through Kubeflow, load-test both, and compare them.
+
+    Args:
+        model: Model preset (gpuplace catalog models), or a config.json / model directory in the image.
+        profile_device: Device of the profiling task: auto, cpu, cuda, cuda:N.
+        batch_sizes: Batch sizes to profile, comma-separated.
+        prompt_tokens: Prompt lengths to profile, comma-separated.
+        output_tokens: Output lengths to profile, comma-separated.
+        accelerator_type: Resource name of the GPU the profiling and Kubeflow serving tasks request.
+        inventory: Fleet source: cluster, a bundled fleet name, a fleet YAML or an Alibaba node CSV.
+        slo_tpot_ms: p99 time per output token the placement must meet.
+        slo_ttft_ms: p99 time to first token the placement must meet.
+        rate: Target request rate (req/s) for the plan and both load tests.
+        native_target: kubernetes (apply the plan's manifests) or local (a server on the task's machine).
+        namespace: Namespace of the native deployment.
+        kubeconfig: Kubeconfig path for the native deploy/teardown; empty = in-cluster.
+        rollout_timeout_s: Deadline of the native rollout.
+        loadtest_prompt_tokens: Prompt length of both load tests.
+        loadtest_output_tokens: Output length of both load tests.
+        loadtest_max_requests: Requests each load test sends (Poisson arrivals at `rate`).
+        weights: Criterion weights summing to 1, e.g. "tpot_p99=0.7,cost=0.3"; empty = defaults.
+        penalty_usd_per_breach: SLA penalty per request that misses the SLO.
+        engineering_weeks: ROI: weeks of engineering to adopt the winning mechanism.
+        rate_usd_per_week: ROI: cost of one engineering week.
+        log_to_mlflow: Log the comparison to MLflow (a parent run, one child per path).
+        mlflow_uri: MLflow tracking URI; empty = $MLFLOW_TRACKING_URI, else a local store.
+        mlflow_experiment: MLflow experiment.
+    """
+    _, plan = profile_and_plan(
+        model=model,
+        profile_device=profile_device,
+        batch_sizes=batch_sizes,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        profile_mode="eager",
+        accelerator_type=accelerator_type,
+        inventory=inventory,
+        slo_tpot_ms=slo_tpot_ms,
+        slo_ttft_ms=slo_ttft_ms,
+        rate=rate,
+    )
+
+    # Kubeflow path: KFP places this task's pod from the plan's outputs, at run time.
+    kubeflow = serve_and_load_test(
+        plan=plan.outputs["plan"],
+        prompt_tokens=loadtest_prompt_tokens,
+        output_tokens=loadtest_output_tokens,
+        rate=rate,
+        max_requests=loadtest_max_requests,
+        slo_ttft_ms=slo_ttft_ms,
+        slo_tpot_ms=slo_tpot_ms,
+    ).set_display_name("kubeflow path: serve + load test")
+    kubernetes.add_node_affinity_json(kubeflow, plan.outputs["node_affinity"])
+    kubernetes.add_toleration_json(kubeflow, plan.outputs["tolerations"])
+    kubernetes.add_node_selector_json(kubeflow, plan.outputs["node_selector"])
+    kubeflow.set_accelerator_type(accelerator_type).set_accelerator_limit(1)
+
+    teardown = teardown_inference(
+        target=native_target,
+        namespace=namespace,
+        kubeconfig=kubeconfig,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    ).set_display_name("teardown native")
+    with dsl.ExitHandler(teardown, name="native path and comparison"):
+        native = deploy_inference(
+            plan=plan.outputs["plan"],
+            target=native_target,
+            namespace=namespace,
+            kubeconfig=kubeconfig,
+            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            timeout_s=rollout_timeout_s,
+        ).set_display_name("native path: deploy")
+        native.after(kubeflow)  # one path at a time, so they do not compete for the same GPUs or CPUs
+        native_lt = load_test(
+            deployment=native.outputs["deployment"],
+            plan=plan.outputs["plan"],
+            prompt_tokens=loadtest_prompt_tokens,
+            output_tokens=loadtest_output_tokens,
+            rate=rate,
+            max_requests=loadtest_max_requests,
+            slo_ttft_ms=slo_ttft_ms,
+            slo_tpot_ms=slo_tpot_ms,
+        ).set_display_name("native path: load test")
+        compare_paths(
+            native_deployment=native.outputs["deployment"],
+            native_loadtest=native_lt.outputs["report"],
+            kubeflow_deployment=kubeflow.outputs["deployment"],
+            kubeflow_loadtest=kubeflow.outputs["report"],
+            plan=plan.outputs["plan"],
+            inventory=inventory,
+            weights=weights,
+            penalty_usd_per_breach=penalty_usd_per_breach,
+            engineering_weeks=engineering_weeks,
+            rate_usd_per_week=rate_usd_per_week,
+            log_to_mlflow=log_to_mlflow,
+            mlflow_uri=mlflow_uri,
+            mlflow_experiment=mlflow_experiment,
+            kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        ).set_display_name("compare paths")

@@ -1,0 +1,199 @@
+"""The comparison step shared by ``gpuplace compare`` and the ``compare_paths`` component.
+
+Parses every parameter first (weights, assessments, money figures, input files) so that bad input
+fails before anything is written or logged; then computes the :class:`Comparison`, writes
+``comparison.json`` and the report (Markdown, HTML, PNG plots) into one folder, and, when asked,
+logs the whole thing to MLflow as a parent run with one child per path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuplace.compare import compare_paths
+from gpuplace.compare.inputs import (
+    default_fragmentation,
+    load_path_result,
+    load_plan_facts,
+    load_report,
+)
+from gpuplace.compare.metrics import PathResult
+from gpuplace.compare.score import parse_assessed, parse_weights
+from gpuplace.errors import InvalidInput
+from gpuplace.types.compare import PATHS, Comparison
+from gpuplace.types.loadtest import LatencyReport, RequestResult
+
+
+@dataclass(frozen=True, slots=True)
+class PathInput:
+    path: str
+    deployment: str
+    loadtest: str  # the load test's --out folder or its report.json
+    sweep: tuple[str, ...] = ()  # more load tests of the same path at other rates (TPOT vs rate)
+
+
+@dataclass(frozen=True, slots=True)
+class MlflowOptions:
+    enabled: bool = False
+    uri: str = ""  # "" = MLFLOW_TRACKING_URI, else the local store
+    experiment: str = "gpuplace"
+    workdir: str = ".gpuplace/mlflow"
+    fallback_local: bool = False
+    run_name: str = ""
+    kfp_run_id: str = ""
+    profile: str = ""  # profile Parquet to log under the same parent run
+    manifests: str = ""  # folder of rendered manifests
+    system_metrics: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CompareOptions:
+    paths: tuple[PathInput, ...]
+    plan: str = ""
+    inventory: str = ""
+    gpu_catalog: str | None = None
+    weights: str = ""
+    assess: tuple[str, ...] = ()
+    penalty_usd_per_breach: float = 0.0
+    engineering_weeks: float = 0.0
+    rate_usd_per_week: float = 0.0
+    saved_usd_per_quarter: float | None = None
+    adopt: str = ""
+    mlflow: MlflowOptions = field(default_factory=MlflowOptions)
+
+
+@dataclass(frozen=True, slots=True)
+class CompareOutputs:
+    comparison: Comparison
+    out_dir: Path
+    comparison_json: Path
+    report_md: Path
+    report_html: Path
+    plots: dict[str, Path]
+    mlflow_run_id: str = ""
+    mlflow_where: str = ""
+
+
+def loadtest_records(loadtest: str) -> list[RequestResult]:
+    from gpuplace.loadtest.step import read_records
+
+    folder = Path(loadtest)
+    folder = folder if folder.is_dir() else folder.parent
+    for name in ("records.jsonl", "records.parquet"):
+        if (folder / name).is_file():
+            return read_records(folder / name)
+    return []
+
+
+def run_compare_step(options: CompareOptions, out_dir: str | Path, *, quiet: bool = False) -> CompareOutputs:
+    """Load, compare, write the report, and log to MLflow when ``options.mlflow.enabled``."""
+    names = [p.path for p in options.paths]
+    assessed = parse_assessed(options.assess, names)
+    weights = parse_weights(options.weights, assessed)
+    results: list[PathResult] = [load_path_result(p.path, p.deployment, p.loadtest) for p in options.paths]
+    sweeps: dict[str, list[LatencyReport]] = {
+        p.path: [r.report] + [load_report(f"{p.path}_sweep", s) for s in p.sweep]
+        for p, r in zip(options.paths, results, strict=True)
+    }
+    plan = load_plan_facts(options.plan) if options.plan else None
+    fleet = catalog = None
+    if options.inventory:
+        from gpuplace.catalog import load_gpu_catalog
+        from gpuplace.inventory import load_inventory
+
+        catalog = load_gpu_catalog(options.gpu_catalog)
+        fleet = load_inventory(options.inventory, catalog=catalog)
+    tracker = None
+    if options.mlflow.enabled:  # connect before any work, so an unreachable server fails fast
+        from gpuplace.tracking import open_tracker
+
+        tracker = open_tracker(
+            options.mlflow.uri or None,
+            experiment=options.mlflow.experiment,
+            workdir=options.mlflow.workdir,
+            fallback_local=options.mlflow.fallback_local,
+            system_metrics=options.mlflow.system_metrics,
+        )
+    comparison = compare_paths(
+        results,
+        plan=plan,
+        fleet=fleet,
+        catalog=catalog,
+        fragmentation=default_fragmentation(),
+        weights=weights,
+        assessed=assessed,
+        penalty_usd_per_breach=options.penalty_usd_per_breach,
+        engineering_weeks=options.engineering_weeks,
+        rate_usd_per_week=options.rate_usd_per_week,
+        saved_usd_per_quarter=options.saved_usd_per_quarter,
+        adopt=options.adopt,
+        required_paths=PATHS,
+    )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cjson = out / "comparison.json"
+    cjson.write_text(json.dumps(comparison.to_json_dict(), indent=2, allow_nan=False) + "\n")
+    records = {p.path: loadtest_records(p.loadtest) for p in options.paths}
+    from gpuplace.report import write_report
+    from gpuplace.report.plots import close_figures
+
+    files = write_report(
+        comparison,
+        out,
+        records={k: v for k, v in records.items() if v} or None,
+        sweeps=sweeps,
+        keep_figures=tracker is not None,
+    )
+    run_id, where = "", ""
+    if tracker is not None:
+        from gpuplace.tracking.pipeline import PathFiles, RunBundle, log_pipeline_run
+
+        m = options.mlflow
+        bundle = RunBundle(
+            name=m.run_name or f"compare {plan.plan_id if plan else ''}".strip(),
+            comparison=comparison,
+            profile=Path(m.profile) if m.profile else None,
+            plan=Path(options.plan) if options.plan else None,
+            manifests=Path(m.manifests) if m.manifests else None,
+            paths=tuple(PathFiles(p.path, Path(p.deployment), Path(p.loadtest)) for p in options.paths),
+            report_dir=out,
+            figures=files.figures,
+            kfp_run_id=m.kfp_run_id,
+        )
+        try:
+            run_id = log_pipeline_run(tracker, bundle)
+        finally:
+            close_figures(files.figures)
+        where = tracker.config.describe()
+    return CompareOutputs(
+        comparison, out, cjson, files.markdown, files.html, dict(files.plots), run_id, where
+    )
+
+
+def parse_path_inputs(
+    native_deployment: str,
+    native_loadtest: str,
+    kubeflow_deployment: str,
+    kubeflow_loadtest: str,
+    native_sweep: Sequence[str] = (),
+    kubeflow_sweep: Sequence[str] = (),
+) -> tuple[PathInput, ...]:
+    """The two paths' inputs; a path given only in part is an error naming the missing file."""
+    out = []
+    for path, dep, lt, sweep in (
+        ("native", native_deployment, native_loadtest, native_sweep),
+        ("kubeflow", kubeflow_deployment, kubeflow_loadtest, kubeflow_sweep),
+    ):
+        if not dep or not lt:
+            missing = f"{path}_deployment" if not dep else f"{path}_loadtest"
+            raise InvalidInput(
+                missing,
+                "",
+                f"the {path} path's results are missing",
+                f"Give --{missing.replace('_', '-')} (docs/comparison.md#inputs)",
+            )
+        out.append(PathInput(path, dep, lt, tuple(sweep)))
+    return tuple(out)

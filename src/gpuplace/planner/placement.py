@@ -1,0 +1,191 @@
+"""Putting replicas on concrete GPUs: topology-aware GPU-set choice, FGD tie-breaking, and the fit score.
+
+A tensor-parallel group never spans nodes. Within a node the planner tries, best first, one NVLink
+island, one PCIe switch, one NUMA node, then any GPUs of the node, and inside a tier takes the smallest
+group that fits (so larger groups stay whole for later). Across nodes the order is: better tier, a node
+this plan does not use yet (replicas spread, which also lets the Deployment pin exactly one per node),
+smaller increase of the fleet's FGD fragmentation, then the node name — so the result is deterministic.
+
+The **GPU-fit score** of a placement (docs/placement.md) is
+``0.40·latency + 0.20·memory + 0.25·locality + 0.15·fragmentation``, each term in [0, 1]:
+latency = min(1, (1 − r)/0.1) with r the worst of predicted/target p99 TPOT and TTFT; memory = min(1,
+(1 − used/usable)/0.1); locality = 1 for one GPU, a MIG slice or NVLink, 0.9 for one PCIe switch or a
+shared GPU, 0.8 for one NUMA node, 0.5 across NUMA nodes; fragmentation = 1 − ΔF / GPUs taken, clamped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpuplace.planner.fragmentation import MILLI, FragmentationModel
+from gpuplace.planner.latency import TIERS
+from gpuplace.types import GpuDevice, Node
+
+FIT_WEIGHTS: Mapping[str, float] = {"latency": 0.40, "memory": 0.20, "locality": 0.25, "fragmentation": 0.15}
+LOCALITY_SCORE: Mapping[str, float] = {
+    "single": 1.0,
+    "nvlink": 1.0,
+    "mig": 1.0,
+    "pcie-switch": 0.9,
+    "shared": 0.9,
+    "numa": 0.8,
+    "cross-numa": 0.5,
+}
+EPS = 1e-9
+
+
+def fit_score(
+    latency_ratio: float, memory_ratio: float, interconnect: str, frag_delta: float, gpus: float
+) -> float:
+    """The GPU-fit score in [0, 1] (formula in the module docstring)."""
+    lat = min(1.0, max(0.0, (1 - latency_ratio) / 0.1)) if math.isfinite(latency_ratio) else 0.0
+    mem = min(1.0, max(0.0, (1 - memory_ratio) / 0.1)) if math.isfinite(memory_ratio) else 0.0
+    frag = min(1.0, max(0.0, 1 - frag_delta / gpus)) if gpus > 0 else 1.0
+    return (
+        FIT_WEIGHTS["latency"] * lat
+        + FIT_WEIGHTS["memory"] * mem
+        + FIT_WEIGHTS["locality"] * LOCALITY_SCORE[interconnect]
+        + FIT_WEIGHTS["fragmentation"] * frag
+    )
+
+
+def tier_of(gpus: Sequence[GpuDevice]) -> str:
+    if len(gpus) == 1:
+        return "single"
+    if gpus[0].nvlink_island and all(g.nvlink_island == gpus[0].nvlink_island for g in gpus):
+        return "nvlink"
+    same_numa = all(g.numa_node == gpus[0].numa_node for g in gpus)
+    if same_numa and gpus[0].pcie_switch and all(g.pcie_switch == gpus[0].pcie_switch for g in gpus):
+        return "pcie-switch"
+    return "numa" if same_numa else "cross-numa"
+
+
+def best_gpu_set(free: Sequence[GpuDevice], k: int) -> tuple[GpuDevice, ...] | None:
+    """The most local ``k`` of a node's free whole GPUs, taking the tightest group that fits."""
+    if len(free) < k:
+        return None
+    groupings: list[Callable[[GpuDevice], object]] = [
+        lambda g: (g.numa_node, g.pcie_switch) if g.pcie_switch else None,
+        lambda g: g.nvlink_island or None,
+        lambda g: g.numa_node,
+        lambda g: 0,
+    ]
+    options: list[tuple[int, int, tuple[int, ...], tuple[GpuDevice, ...]]] = []
+    for grouping in groupings:
+        groups: dict[object, list[GpuDevice]] = {}
+        for g in free:
+            key = grouping(g)
+            if key is not None:
+                groups.setdefault(key, []).append(g)
+        fitting = [grp for grp in groups.values() if len(grp) >= k]
+        if not fitting:
+            continue
+        grp = min(fitting, key=lambda grp: (len(grp), min(g.index for g in grp)))
+        chosen = tuple(sorted(grp, key=lambda g: (g.numa_node, g.pcie_switch, g.index))[:k])
+        options.append((TIERS.index(tier_of(chosen)), len(grp), tuple(g.index for g in chosen), chosen))
+    return min(options, key=lambda o: o[:3])[3] if options else None
+
+
+@dataclass
+class FleetState:
+    """The allocation the planner works on: a copy of the inventory's shares, updated per replica."""
+
+    nodes: Mapping[str, Node]
+    allocated: dict[str, float]
+    frag: FragmentationModel
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node], frag: FragmentationModel) -> FleetState:
+        return cls({n.name: n for n in nodes}, {g.id: g.allocated for n in nodes for g in n.gpus}, frag)
+
+    def free(self, g: GpuDevice) -> float:
+        return max(0.0, 1.0 - self.allocated[g.id])
+
+    def node_free_milli(self, node: Node, change: Mapping[str, float] | None = None) -> list[int]:
+        """Free milli-GPU of each whole physical GPU (MIG slices are fixed partitions, not counted)."""
+        change = change or {}
+        return [
+            round(max(0.0, 1.0 - self.allocated[g.id] - change.get(g.id, 0.0)) * MILLI)
+            for g in node.gpus
+            if not g.mig_profile and g.gpu
+        ]
+
+    def node_fragmentation(self, node: Node, change: Mapping[str, float] | None = None) -> float:
+        return self.frag.node(self.node_free_milli(node, change)) / MILLI
+
+    def fleet_fragmentation(self) -> float:
+        return sum(self.node_fragmentation(n) for n in self.nodes.values())
+
+    def delta(self, node: Node, change: Mapping[str, float]) -> float:
+        return self.node_fragmentation(node, change) - self.node_fragmentation(node)
+
+    def take(self, change: Mapping[str, float]) -> None:
+        for gid, share in change.items():
+            self.allocated[gid] = min(1.0, self.allocated[gid] + share)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    node: Node
+    gpus: tuple[GpuDevice, ...]
+    share: float  # of each GPU
+    interconnect: str
+    frag_delta: float
+
+
+def choose(
+    state: FleetState,
+    usable: Sequence[Node],
+    *,
+    gpu: str,
+    kind: str,
+    tp: int = 1,
+    mig_profile: str = "",
+    share: float = 1.0,
+    used_nodes: frozenset[str] = frozenset(),
+) -> Choice | None:
+    """The best GPU set for one replica of a shape, or None when no node has room."""
+    best: tuple[tuple[object, ...], Choice] | None = None
+    for node in usable:
+        options: list[tuple[GpuDevice, ...]] = []
+        if kind == "whole":
+            if node.gpu_sharing > 1:
+                continue  # a time-sliced GPU cannot be held exclusively
+            free = [
+                g for g in node.gpus if g.gpu == gpu and not g.mig_profile and state.allocated[g.id] <= EPS
+            ]
+            found = best_gpu_set(free, tp)
+            options = [found] if found else []
+            interconnect = tier_of(found) if found else "single"
+        elif kind == "mig":
+            free = [
+                g
+                for g in node.gpus
+                if g.gpu == gpu and g.mig_profile == mig_profile and state.allocated[g.id] <= EPS
+            ]
+            options = [(min(free, key=lambda g: (g.index, g.id)),)] if free else []
+            interconnect = "mig"
+        else:
+            if node.gpu_sharing <= 1 or abs(share * node.gpu_sharing - round(share * node.gpu_sharing)) > EPS:
+                continue
+            options = [
+                (g,) for g in node.gpus if g.gpu == gpu and not g.mig_profile and state.free(g) + EPS >= share
+            ]
+            interconnect = "shared"
+        for gpus in options:
+            change = {g.id: (share if kind == "shared" else 1.0) for g in gpus}
+            delta = 0.0 if kind == "mig" else state.delta(node, change)
+            left = sum(state.free(g) for g in gpus) - len(gpus) * (share if kind == "shared" else 1.0)
+            key = (
+                TIERS.index(interconnect) if interconnect in TIERS else 0,
+                node.name in used_nodes,
+                round(delta, 9),
+                round(left, 9),
+                node.name,
+                tuple(g.index for g in gpus),
+            )
+            if best is None or key < best[0]:
+                best = (key, Choice(node, gpus, share if kind == "shared" else 1.0, interconnect, delta))
+    return best[1] if best else None

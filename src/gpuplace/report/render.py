@@ -1,0 +1,170 @@
+"""The comparison report as Markdown and as one self-contained HTML page.
+
+Markdown is the source (the CLI writes it, KFP shows it as ``Output[Markdown]``); the HTML page is
+the same text rendered with markdown-it, the plots inlined as base64 PNGs so the Kubeflow UI's HTML
+viewer (which shows one file) displays them. Latencies are shown in milliseconds; everything else in
+the unit its column names.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpuplace.compare.score import CRITERIA
+from gpuplace.types.compare import Comparison, PathMetrics
+
+
+def _f(value: float, digits: int = 2, scale: float = 1.0) -> str:
+    if value is None or math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "∞"
+    return f"{value * scale:,.{digits}f}"
+
+
+_ROWS: tuple[tuple[str, str, int, float], ...] = (
+    ("provisioning (s, first created → all ready)", "provisioning_s", 2, 1.0),
+    ("TTFT p50 (ms)", "ttft_p50_s", 1, 1e3),
+    ("TTFT p99 (ms)", "ttft_p99_s", 1, 1e3),
+    ("TPOT p50 (ms)", "tpot_p50_s", 2, 1e3),
+    ("TPOT p99 (ms)", "tpot_p99_s", 2, 1e3),
+    ("goodput (req/s)", "goodput_rps", 2, 1.0),
+    ("SLO attainment", "slo_attainment", 3, 1.0),
+    ("completed / failed requests", "", 0, 1.0),
+    ("GPUs held", "gpus", 0, 1.0),
+    ("GPU-hours per 1k requests", "gpu_hours_per_1k_requests", 3, 1.0),
+    ("cost (USD/month)", "cost_usd_per_month", 0, 1.0),
+    ("fragmentation after placement (FGD, GPUs)", "fragmentation_gpus", 2, 1.0),
+    ("fragmentation ratio (of the fleet's GPUs)", "fragmentation_ratio", 4, 1.0),
+    ("SLA breaches per month (expected)", "sla_breaches_per_month", 0, 1.0),
+    ("SLA-breach cost (USD/month)", "sla_breach_cost_usd_per_month", 0, 1.0),
+    ("predicted-vs-measured error (mean abs. relative)", "prediction_error", 3, 1.0),
+    ("latency predictability (p50/p99)", "latency_predictability", 3, 1.0),
+    ("pods not where the plan said", "misplaced_pods", 0, 1.0),
+)
+
+
+def _metric_cell(m: PathMetrics, field: str, digits: int, scale: float) -> str:
+    if not field:
+        return f"{m.completed} / {m.failed}"
+    return _f(float(getattr(m, field)), digits, scale)
+
+
+def verdict_line(c: Comparison) -> str:
+    s = c.score
+    if not s.winner:
+        totals = ", ".join(f"{p} {v:.3f}" for p, v in s.totals.items())
+        return f"**Tie** at the chosen weights ({totals})."
+    return (
+        f"**{s.winner}** wins: score {s.totals[s.winner]:.3f} vs {s.runner_up} {s.totals[s.runner_up]:.3f} "
+        f"(margin {s.margin:.3f} points, {_f(s.relative_margin * 100, 1)}% of the runner-up's score)."
+    )
+
+
+def flip_lines(c: Comparison) -> list[str]:
+    lines = []
+    for f in sorted(
+        c.score.flips, key=lambda f: (not f.flips, abs(f.to_weight - f.weight) if f.flips else 0)
+    ):
+        if f.flips:
+            verb = "Raising" if f.to_weight > f.weight else "Lowering"
+            lines.append(
+                f"- {verb} **{f.criterion}** from {f.weight:.2f} to {f.to_weight:.2f} (others rescaled in "
+                f"proportion) makes **{f.new_winner}** win."
+            )
+        elif f.weight > 0 or c.score.winner:
+            lines.append(f"- No weight of **{f.criterion}** in [0, 1] changes the winner.")
+    return lines
+
+
+def render_markdown(c: Comparison, plots: Mapping[str, str] | None = None) -> str:
+    """The report; ``plots`` maps figure stems to paths relative to the Markdown file."""
+    paths = [m.path for m in c.paths]
+    out = ["# gpuplace comparison: native vs Kubeflow", ""]
+    if c.plan is not None:
+        out += [
+            f"Plan `{c.plan.plan_id}`: {c.plan.model} on {c.plan.chosen}, {c.plan.replicas} replica(s).",
+            "",
+        ]
+    out += [verdict_line(c), ""]
+    for note in c.notes:
+        out += [f"> {note}", ""]
+    out += ["## Metrics", "", "| metric | " + " | ".join(paths) + " |", "|---|" + "---:|" * len(paths)]
+    for label, field, digits, scale in _ROWS:
+        out.append(
+            f"| {label} | " + " | ".join(_metric_cell(m, field, digits, scale) for m in c.paths) + " |"
+        )
+    out.append(
+        "| serving target | " + " | ".join(m.serving_target for m in c.paths) + " |",
+    )
+    sources = [
+        f"{m.path}: cost from {m.cost_source or '–'}, fragmentation from {m.fragmentation_source or '–'}"
+        for m in c.paths
+    ]
+    out += ["", "Sources: " + "; ".join(sources) + ".", ""]
+    penalty = f"{c.penalty_usd_per_breach:,.2f}"
+    out += [f"SLA-breach cost uses a penalty of {penalty} USD per request that misses the SLO.", ""]
+
+    out += ["## Weighted score", "", "| criterion | weight | normalisation | " + " | ".join(paths) + " |"]
+    out.append("|---|---:|---|" + "---:|" * len(paths))
+    ordered = sorted(c.score.normalised.items(), key=lambda kv: -c.score.weights.get(kv[0], 0.0))
+    for crit, by_path in ordered:
+        w = c.score.weights.get(crit, 0.0)
+        how = (
+            CRITERIA[crit].normalisation if crit in CRITERIA else "assessed score (a judgement, not measured)"
+        )
+        cells = " | ".join(f"{by_path[p]:.3f}" for p in paths)
+        out.append(f"| {crit} | {w:.2f} | {how} | {cells} |")
+    out.append(
+        "| **total** | 1.00 | Σ weight × score | "
+        + " | ".join(f"**{c.score.totals[p]:.3f}**" for p in paths)
+        + " |"
+    )
+    out += ["", "### Sensitivity: which weight change flips the verdict", ""]
+    out += flip_lines(c) or ["- (tie: no verdict to flip)"]
+    out.append("")
+    if c.roi is not None:
+        r = c.roi
+        out += [
+            "## ROI",
+            "",
+            f"Adopting **{r.adopt}** instead of {r.baseline}: build cost {r.engineering_weeks:g} weeks × "
+            f"{r.rate_usd_per_week:,.0f} USD/week = **{r.build_cost_usd:,.0f} USD**; SLA penalties avoided "
+            f"{_f(r.saved_usd_per_quarter, 0)} USD per quarter ({r.saved_source}) → "
+            f"**{_f(r.multiple, 1)}×** per quarter, payback in {_f(r.payback_weeks, 1)} weeks.",
+            "",
+        ]
+    if plots:
+        out += ["## Plots", ""]
+        for name, rel in plots.items():
+            out += [f"![{name}]({rel})", ""]
+    out += ["Metric definitions, normalisations and the ROI arithmetic: docs/comparison.md.", ""]
+    return "\n".join(out)
+
+
+def render_html(
+    markdown: str, images: Mapping[str, Path] | None = None, *, title: str = "gpuplace report"
+) -> str:
+    """One self-contained page: the Markdown rendered, each ``![name](...)`` inlined from ``images``."""
+    from markdown_it import MarkdownIt
+
+    text = markdown
+    for name, path in (images or {}).items():
+        uri = "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        text = re.sub(rf"!\[{re.escape(name)}\]\([^)]*\)", f"![{name}]({uri})", text)
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}"
+        "td{text-align:right}td:first-child{text-align:left}img{max-width:100%}"
+        "blockquote{background:#fff8e1;margin:0;padding:.5em 1em;border-left:4px solid #f0a500}"
+    )
+    return (
+        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>\n{body}</body></html>\n"
+    )

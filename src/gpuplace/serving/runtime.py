@@ -1,0 +1,59 @@
+"""Serving-runtime arguments for clusters: the vLLM OpenAI server's command line, from a plan's shape.
+
+Pure: the manifest builders call :func:`vllm_args` with the plan's choices (model, tensor-parallel
+degree, dtype, context length, memory share) and put the result in the container's ``args``. The
+mapping from plan to flags is documented in docs/serving.md; nothing here talks to a cluster.
+"""
+
+from __future__ import annotations
+
+from gpuplace.errors import InvalidInput
+
+VLLM_DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+def vllm_args(
+    *,
+    model: str,
+    served_model_name: str = "",
+    tensor_parallel_size: int = 1,
+    dtype: str = "auto",
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    port: int = 8000,
+    random_weights: bool = False,
+) -> list[str]:
+    """Arguments of ``vllm serve`` (the ``vllm/vllm-openai`` image's entrypoint) for one replica.
+
+    ``random_weights`` uses vLLM's ``--load-format dummy``: the shapes (and so the latency) of the
+    model without downloading its weights, as gpuplace's profiler does.
+    """
+    if tensor_parallel_size < 1:
+        raise InvalidInput("tensor_parallel_size", tensor_parallel_size, "must be at least 1", "")
+    if dtype not in VLLM_DTYPES:
+        raise InvalidInput("dtype", dtype, f"must be one of {', '.join(VLLM_DTYPES)}", "")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise InvalidInput("gpu_memory_utilization", gpu_memory_utilization, "must be in (0, 1]", "e.g. 0.9")
+    args = [
+        model,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--tensor-parallel-size",
+        str(tensor_parallel_size),
+        "--dtype",
+        dtype,
+        "--gpu-memory-utilization",
+        f"{gpu_memory_utilization:g}",
+    ]
+    if served_model_name:
+        args += ["--served-model-name", served_model_name]
+    if max_model_len is not None:
+        args += ["--max-model-len", str(max_model_len)]
+    if max_num_seqs is not None:
+        args += ["--max-num-seqs", str(max_num_seqs)]
+    if random_weights:
+        args += ["--load-format", "dummy"]
+    return args

@@ -1,0 +1,136 @@
+"""``up``/``down`` of a local control plane with a simulated fleet: what ``gpuplace testenv`` and the
+pytest fixture call.
+
+``up`` resolves (or builds) the binaries, starts the control plane, waits for the ``default`` namespace's
+ServiceAccount (pods cannot be created before it), registers one Node per inventory node and waits for
+KWOK to mark them Ready, so the first deploy finds a cluster that can schedule.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gpuplace.errors import GpuplaceError
+from gpuplace.testenv import binaries
+from gpuplace.testenv.controlplane import ControlPlane, ControlPlaneError, default_state_dir
+from gpuplace.testenv.nodes import FLEET_LABEL, PLACEHOLDER_NAMESPACE, node_objects, placeholder_pods
+from gpuplace.types import Inventory
+
+
+def load_fleet(spec: str) -> Inventory:
+    """A bundled fleet name or a fleet YAML path, through :func:`gpuplace.inventory.load_inventory`."""
+    try:
+        from gpuplace.inventory import load_inventory  # type: ignore[attr-defined,unused-ignore]
+    except ImportError as e:
+        raise GpuplaceError(
+            f"gpuplace.inventory.load_inventory is not available ({e}); cannot load fleet {spec!r}"
+        ) from e
+    inventory: Inventory = load_inventory(spec)
+    return inventory
+
+
+def add_fleet(
+    cp: ControlPlane,
+    inventory: Inventory,
+    *,
+    timeout_s: float = 300.0,
+    on_node: Callable[[str], None] | None = None,
+) -> dict[str, int]:
+    """Register ``inventory``'s nodes in ``cp``, wait until KWOK reports all of them Ready, and bind a
+    placeholder pod to each node for the GPUs the inventory says are already allocated."""
+    from gpuplace.k8s import Api, connect
+    from gpuplace.k8s.nodes import register_nodes
+    from gpuplace.k8s.retry import Deadline
+
+    api = Api(connect(cp.kubeconfig))
+    try:
+        counts = register_nodes(api, list(node_objects(inventory)), timeout_s=timeout_s, on_done=on_node)
+        wanted = {n.name for n in inventory.nodes}
+        deadline = Deadline(timeout_s)
+        while True:
+            nodes = api.list("v1", "Node", label_selector=f"{FLEET_LABEL}=true", deadline=deadline)
+            ready = {
+                n["metadata"]["name"]
+                for n in nodes
+                if any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in n.get("status", {}).get("conditions") or ()
+                )
+            }
+            if wanted <= ready:
+                break
+            if deadline.expired:
+                missing = sorted(wanted - ready)
+                raise ControlPlaneError(
+                    f"{len(missing)} simulated nodes not Ready within {timeout_s:g} s (e.g. {missing[:3]}); "
+                    f"see {cp.log('kwok')}"
+                )
+            time.sleep(0.2)
+        placeholders = placeholder_pods(inventory)
+        if placeholders:
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PLACEHOLDER_NAMESPACE}}
+            api.apply(namespace, deadline=deadline)
+            # Pods are refused until their ServiceAccount exists; don't wait for the controller to make it.
+            account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+            api.apply(account, PLACEHOLDER_NAMESPACE, deadline=deadline)
+            for pod in placeholders:
+                if (
+                    api.get_or_none(
+                        "v1", "Pod", pod["metadata"]["name"], PLACEHOLDER_NAMESPACE, deadline=deadline
+                    )
+                    is None
+                ):
+                    api.create(pod, PLACEHOLDER_NAMESPACE, deadline=deadline)
+            counts["placeholder_pods"] = len(placeholders)
+    finally:
+        api.client.close()
+    cp.fleet = inventory.source or cp.fleet
+    cp.save()
+    return counts
+
+
+def wait_for_default_service_account(cp: ControlPlane, *, timeout_s: float = 60.0) -> None:
+    from gpuplace.k8s import Api, connect
+    from gpuplace.k8s.retry import Deadline
+
+    api = Api(connect(cp.kubeconfig))
+    deadline = Deadline(timeout_s)
+    try:
+        while api.get_or_none("v1", "ServiceAccount", "default", "default", deadline=deadline) is None:
+            if deadline.expired:
+                raise ControlPlaneError(
+                    f"ServiceAccount default/default not created within {timeout_s:g} s; "
+                    f"see {cp.log('kube-controller-manager')}"
+                )
+            time.sleep(0.1)
+    finally:
+        api.client.close()
+
+
+def up(
+    inventory: Inventory | None = None,
+    *,
+    state_dir: Path | None = None,
+    build: bool = False,
+    timeout_s: float = 90.0,
+) -> ControlPlane:
+    """Start a control plane (building missing binaries first if ``build``); add ``inventory``'s nodes."""
+    if build:
+        binaries.build()
+    cp = ControlPlane.start(state_dir or default_state_dir(), bins=binaries.resolve(), timeout_s=timeout_s)
+    try:
+        wait_for_default_service_account(cp, timeout_s=timeout_s)
+        if inventory is not None:
+            add_fleet(cp, inventory)
+    except BaseException:
+        cp.stop()
+        raise
+    return cp
+
+
+def down(state_dir: Path | None = None) -> ControlPlane:
+    cp = ControlPlane.load(state_dir)
+    cp.stop()
+    return cp

@@ -1,0 +1,76 @@
+"""pytest fixtures for a real local control plane: ``controlplane`` (one per test session), ``kube_api``
+(cluster-admin :class:`~gpuplace.k8s.Api`) and ``kube_namespace`` (a fresh namespace per test).
+
+Enable with ``pytest_plugins = ("gpuplace.testenv.pytest_plugin",)`` in a conftest.py (this repository's
+root conftest does) or ``pytest -p gpuplace.testenv.pytest_plugin``. The cluster starts on first use with
+the simulated fleets in ``GPUPLACE_TESTENV_FLEETS`` (comma-separated fleet names or paths; default
+``h100-nvlink,mixed-a100-h100-l4``) and stops at session end. Missing binaries fail the tests that need
+them with the command that builds them; they are never skipped. A failed test that used the cluster gets
+the path of the control-plane logs in its report, and those logs stay in pytest's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gpuplace.testenv import binaries
+from gpuplace.testenv.controlplane import ControlPlane
+
+if TYPE_CHECKING:
+    from gpuplace.k8s import Api
+
+DEFAULT_FLEETS = "h100-nvlink,mixed-a100-h100-l4"
+
+
+@pytest.fixture(scope="session")
+def controlplane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A running control plane with the simulated fleets added (session scope)."""
+    from gpuplace.testenv.env import add_fleet, load_fleet, up
+
+    try:
+        binaries.resolve()
+    except binaries.BinariesMissing as e:
+        pytest.fail(f"the control-plane tests need the Kubernetes binaries: {e}", pytrace=False)
+    state_dir = tmp_path_factory.mktemp("controlplane")
+    cp = up(None, state_dir=state_dir)
+    try:
+        for spec in filter(None, os.environ.get("GPUPLACE_TESTENV_FLEETS", DEFAULT_FLEETS).split(",")):
+            add_fleet(cp, load_fleet(spec.strip()))
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_api(controlplane: ControlPlane) -> Iterator[Api]:
+    from gpuplace.k8s import Api, connect
+
+    api = Api(connect(controlplane.kubeconfig))
+    yield api
+    api.client.close()
+
+
+@pytest.fixture
+def kube_namespace(kube_api: Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A new namespace for one test, deleted afterwards (its pods go with it)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kube_api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    # Pods are refused until the namespace's default ServiceAccount exists.
+    kube_api.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}, name)
+    yield name
+    kube_api.delete({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome: Any = yield
+    report = outcome.get_result()
+    if report.failed and "controlplane" in getattr(item, "fixturenames", ()):
+        cp = item.funcargs.get("controlplane") if hasattr(item, "funcargs") else None
+        if isinstance(cp, ControlPlane):
+            report.sections.append(("control plane", f"logs kept in {cp.log_dir}"))

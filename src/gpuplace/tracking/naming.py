@@ -1,0 +1,218 @@
+"""The MLflow naming scheme: run names, tags, param and metric keys, artifact paths (docs/tracking.md).
+
+Pure functions from gpuplace's records to flat dictionaries, so the scheme is tested without a
+server and the same keys appear in every run: metric keys carry their unit (``ttft_p99_ms``,
+``provisioning_s``, ``cost_usd_per_month``); latencies go to MLflow in milliseconds (a report
+surface), everything else in the unit its name says. Tags are ``gpuplace.*``; run kinds are
+``pipeline`` (the parent), ``step``, ``path`` and ``sweep_point``.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpuplace import __version__
+from gpuplace.types import LatencyProfile, PointResult
+from gpuplace.types.compare import Comparison, PathMetrics, PlanFacts
+
+KINDS: tuple[str, ...] = ("pipeline", "step", "path", "sweep_point")
+
+TAG_KIND = "gpuplace.kind"
+TAG_STEP = "gpuplace.step"
+TAG_PATH = "gpuplace.path"
+TAG_MODEL = "gpuplace.model"
+TAG_GPU = "gpuplace.gpu_model"
+TAG_SHAPE = "gpuplace.shape"
+TAG_VERSION = "gpuplace.version"
+TAG_COMMIT = "gpuplace.git_commit"
+TAG_KFP_RUN = "gpuplace.kfp_run_id"
+TAG_TARGET = "gpuplace.serving_target"
+TAG_PLAN = "gpuplace.plan_id"
+MLFLOW_PARENT = "mlflow.parentRunId"
+MLFLOW_RUN_NAME = "mlflow.runName"
+MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
+
+# Artifact folders of a run (docs/tracking.md#artifacts).
+ART_PROFILE = "profile"
+ART_PLAN = "plan"
+ART_MANIFESTS = "plan/manifests"
+ART_DEPLOY = "deploy"
+ART_LOADTEST = "loadtest"
+ART_PLOTS = "plots"
+ART_REPORT = "report"
+ART_TABLES = "tables"
+
+
+def git_commit(start: Path | None = None) -> str:
+    """The commit of the source tree gpuplace runs from; "" outside a git checkout."""
+    where = start or Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def base_tags(
+    kind: str, *, model: str = "", gpu_model: str = "", shape: str = "", commit: str = ""
+) -> dict[str, str]:
+    """The tags every gpuplace run carries; empty values are left out."""
+    if kind not in KINDS:
+        raise ValueError(f"run kind {kind!r} is not one of {KINDS}")
+    tags = {
+        TAG_KIND: kind,
+        TAG_VERSION: __version__,
+        TAG_MODEL: model,
+        TAG_GPU: gpu_model,
+        TAG_SHAPE: shape,
+        TAG_COMMIT: commit,
+        MLFLOW_GIT_COMMIT: commit,
+    }
+    return {k: v for k, v in tags.items() if v}
+
+
+def _ms(value: float) -> float:
+    return value * 1e3
+
+
+def finite(metrics: Mapping[str, float]) -> dict[str, float]:
+    """MLflow stores NaN but its UI and comparisons do not handle it well: unknown figures are left out."""
+    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
+
+
+def path_metric_dict(m: PathMetrics) -> dict[str, float]:
+    """A path run's metrics: the same keys in every path run, so MLflow's compare view lines them up."""
+    return finite(
+        {
+            "provisioning_s": m.provisioning_s,
+            "provisioning_p50_s": m.provisioning_p50_s,
+            "ttft_p50_ms": _ms(m.ttft_p50_s),
+            "ttft_p99_ms": _ms(m.ttft_p99_s),
+            "tpot_p50_ms": _ms(m.tpot_p50_s),
+            "tpot_p99_ms": _ms(m.tpot_p99_s),
+            "goodput_rps": m.goodput_rps,
+            "request_throughput_rps": m.request_throughput_rps,
+            "completed_requests": float(m.completed),
+            "failed_requests": float(m.failed),
+            "slo_attainment_ratio": m.slo_attainment,
+            "gpus": float(m.gpus),
+            "gpu_hours_per_1k_requests": m.gpu_hours_per_1k_requests,
+            "cost_usd_per_month": m.cost_usd_per_month,
+            "fragmentation_gpus": m.fragmentation_gpus,
+            "fragmentation_ratio": m.fragmentation_ratio,
+            "sla_breaches_per_month": m.sla_breaches_per_month,
+            "sla_breach_cost_usd_per_month": m.sla_breach_cost_usd_per_month,
+            "prediction_error_ratio": m.prediction_error,
+            "latency_predictability_ratio": m.latency_predictability,
+            "misplaced_pods": float(m.misplaced_pods),
+        }
+    )
+
+
+def comparison_metric_dict(c: Comparison) -> dict[str, float]:
+    """The parent run's headline metrics: per-path figures prefixed with the path, scores, ROI."""
+    out: dict[str, float] = {}
+    for m in c.paths:
+        out.update({f"{m.path}.{k}": v for k, v in path_metric_dict(m).items()})
+        out[f"score.{m.path}"] = c.score.totals[m.path]
+    out["score.margin"] = c.score.margin
+    out["score.relative_margin"] = c.score.relative_margin
+    for crit, by_path in c.score.normalised.items():
+        for path, value in by_path.items():
+            out[f"normalised.{crit}.{path}"] = value
+    for f in c.score.flips:
+        out[f"flip_weight.{f.criterion}"] = f.to_weight
+    if c.roi is not None:
+        out["roi.build_cost_usd"] = c.roi.build_cost_usd
+        out["roi.saved_usd_per_quarter"] = c.roi.saved_usd_per_quarter
+        out["roi.multiple"] = c.roi.multiple
+        out["roi.payback_weeks"] = c.roi.payback_weeks
+    return finite(out)
+
+
+def comparison_params(c: Comparison) -> dict[str, str]:
+    params = {f"weight.{k}": f"{v:g}" for k, v in c.score.weights.items()}
+    params["penalty_usd_per_breach"] = f"{c.penalty_usd_per_breach:g}"
+    params.update({f"slo.{k}": f"{v:g}" for k, v in c.slo.items() if not math.isnan(v)})
+    for name, scores in c.assessed.items():
+        params.update({f"assessed.{name}.{p}": f"{v:g}" for p, v in scores.items()})
+    if c.roi is not None:
+        params.update(
+            {
+                "roi.adopt": c.roi.adopt,
+                "roi.engineering_weeks": f"{c.roi.engineering_weeks:g}",
+                "roi.rate_usd_per_week": f"{c.roi.rate_usd_per_week:g}",
+            }
+        )
+    return params
+
+
+def plan_metric_dict(plan: PlanFacts) -> dict[str, float]:
+    out = {
+        "replicas": float(plan.replicas),
+        "gpus": float(plan.gpu_count),
+        "cost_usd_per_month": plan.cost_usd_per_month,
+        "fragmentation_before_gpus": plan.fragmentation_before,
+        "fragmentation_after_gpus": plan.fragmentation_after,
+    }
+    for key, value in plan.predicted.items():
+        if key.endswith("_s"):
+            out[f"predicted_{key[:-2]}_ms"] = _ms(value)
+        else:
+            out[f"predicted_{key}"] = value
+    return finite(out)
+
+
+def plan_params(plan: PlanFacts) -> dict[str, str]:
+    placements = "; ".join(f"{p.replica}@{p.node}:{'+'.join(p.gpu_ids)}" for p in plan.placements)
+    return {
+        "plan_id": plan.plan_id,
+        "deployment_name": plan.deployment_name,
+        "model": plan.model,
+        "chosen": plan.chosen,
+        "placements": placements[:6000],  # MLflow's param value limit
+    }
+
+
+def point_params(r: PointResult) -> dict[str, str]:
+    p = r.point
+    return {
+        "batch_size": str(p.batch_size),
+        "prompt_tokens": str(p.prompt_tokens),
+        "output_tokens": str(p.output_tokens),
+        "dtype": p.dtype,
+        "mode": p.mode,
+    }
+
+
+def point_metric_dict(r: PointResult) -> dict[str, float]:
+    return finite(
+        {
+            "ok": float(r.ok),
+            "ttft_p50_ms": _ms(r.prefill.p50),
+            "ttft_p99_ms": _ms(r.prefill.p99),
+            "tpot_p50_ms": _ms(r.decode_step.p50),
+            "tpot_p99_ms": _ms(r.decode_step.p99),
+            "e2e_p50_ms": _ms(r.e2e.p50),
+            "decode_tokens_per_s": r.decode_tokens_per_s,
+            "mbu_ratio": r.mbu,
+            "mfu_ratio": r.mfu,
+            "peak_memory_gib": r.peak_memory_gib,
+        }
+    )
+
+
+def profile_params(profile: LatencyProfile) -> dict[str, str]:
+    d = profile.device
+    return {
+        "model": profile.model.name,
+        "device": d.name,
+        "device_kind": d.kind,
+        "bandwidth_source": profile.bandwidth_source,
+        "points": str(len(profile.results)),
+    }

@@ -1,0 +1,64 @@
+"""The tracking step of the ``llm_placement`` pipeline: one MLflow run for a single-path run.
+
+The comparison pipeline logs through ``gpuplace compare``; this step logs what ``llm_placement``
+produced — profile, plan, manifests, deployment record and load test — as one parent run with a
+child per step (docs/tracking.md), from the files KFP hands it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuplace.tracking import open_tracker
+from gpuplace.tracking.config import DEFAULT_WORKDIR
+from gpuplace.tracking.pipeline import PathFiles, RunBundle, log_pipeline_run
+
+
+@dataclass(frozen=True, slots=True)
+class TrackResult:
+    run_id: str
+    where: str  # how to look at it (the `mlflow ui` command for a local store)
+
+
+def track_run_step(
+    *,
+    name: str,
+    profile: str | Path | None,
+    plan_dir: str | Path | None,
+    deployment: str | Path | None,
+    report: str | Path | None,
+    records: str | Path | None = None,
+    path: str = "native",
+    uri: str | None = None,
+    experiment: str = "gpuplace",
+    workdir: str | Path | None = None,
+    fallback_local: bool = False,
+    kfp_run_id: str = "",
+) -> TrackResult:
+    """Log one pipeline run; fails (TrackingUnavailable) before logging anything if MLflow is down."""
+    tracker = open_tracker(
+        uri or None, experiment=experiment, workdir=workdir or DEFAULT_WORKDIR, fallback_local=fallback_local
+    )
+    plan = Path(plan_dir) if plan_dir else None
+    with tempfile.TemporaryDirectory() as tmp:
+        loadtest_dir = None
+        if report:
+            # KFP gives each output its own file; the tracker reads a load test's output folder
+            loadtest_dir = Path(tmp) / "loadtest"
+            loadtest_dir.mkdir()
+            shutil.copyfile(report, loadtest_dir / "report.json")
+            if records:
+                shutil.copyfile(records, loadtest_dir / "records.parquet")
+        bundle = RunBundle(
+            name=name,
+            profile=Path(profile) if profile else None,
+            plan=(plan / "plan.json" if plan.is_dir() else plan) if plan else None,
+            manifests=plan / "manifests" if plan and (plan / "manifests").is_dir() else None,
+            paths=(PathFiles(path, Path(deployment) if deployment else None, loadtest_dir),),
+            kfp_run_id=kfp_run_id,
+        )
+        run_id = log_pipeline_run(tracker, bundle)
+    return TrackResult(run_id=run_id, where=tracker.config.describe())

@@ -1,0 +1,304 @@
+"""Comparison value types: the plan facts the comparison reads, per-path metrics, scores and ROI.
+
+The comparison (:mod:`gpuplace.compare`) turns each orchestration path's deployment record and
+load-test report, the plan and the fleet into :class:`PathMetrics`; scores them with
+:class:`Weights` into a :class:`ScoreCard` (winner, margin, and the weight changes that flip the
+verdict) and adds an :class:`Roi` view. All of it is plain data, written as ``comparison.json`` and
+read by the report and the tracker. Times are seconds, money US dollars, fragmentation in GPUs (FGD, the
+planner's unit) and as a ratio of the fleet's GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuplace.types.core import json_clean, json_num
+
+HOURS_PER_MONTH = 730.0  # 365 × 24 / 12, the cloud providers' billing month
+MONTHS_PER_QUARTER = 3.0
+WEEKS_PER_QUARTER = 13.0
+PATHS: tuple[str, ...] = ("native", "kubeflow")
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedReplica:
+    replica: int
+    node: str
+    gpu_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFacts:
+    """The fields of the planner's ``plan.json`` that the comparison and the report read.
+
+    ``candidates`` keeps the planner's candidate rows as they are (for the cost-vs-latency plot).
+    """
+
+    plan_id: str
+    deployment_name: str
+    model: str
+    chosen: str
+    replicas: int
+    placements: tuple[PlannedReplica, ...]
+    predicted: Mapping[str, float]
+    cost_usd_per_month: float
+    fragmentation_before: float
+    fragmentation_after: float
+    candidates: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(p.gpu_ids) for p in self.placements)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["placements"] = [asdict(p) for p in self.placements]
+        data["candidates"] = [dict(c) for c in self.candidates]
+        return dict(json_clean(data))
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> PlanFacts:
+        def num(key: str) -> float:
+            v = data.get(key)
+            return math.nan if v is None or isinstance(v, bool) else float(v)
+
+        chosen = data.get("chosen", "")
+        if isinstance(chosen, Mapping):  # the planner writes the chosen Candidate, with its label
+            chosen = chosen.get("label") or chosen.get("name") or ""
+        placements = tuple(
+            PlannedReplica(
+                int(p.get("replica", i)), str(p.get("node", "")), tuple(str(g) for g in p["gpu_ids"])
+            )
+            for i, p in enumerate(data.get("placements") or ())
+        )
+        predicted = {
+            k: float(v)
+            for k, v in (data.get("predicted") or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        candidates = tuple(c for c in data.get("candidates") or () if isinstance(c, Mapping))
+        return cls(
+            plan_id=str(data.get("plan_id", "")),
+            deployment_name=str(data.get("deployment_name", "")),
+            model=str(data.get("model", "")),
+            chosen=str(chosen),
+            replicas=int(data.get("replicas") or len(placements)),
+            placements=placements,
+            predicted=predicted,
+            cost_usd_per_month=num("cost_usd_per_month"),
+            fragmentation_before=num("fragmentation_before"),
+            fragmentation_after=num("fragmentation_after"),
+            candidates=candidates,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PathMetrics:
+    """The measured figures of one orchestration path (docs/comparison.md defines each).
+
+    ``*_source`` fields say where a figure came from when there is more than one way to get it
+    (e.g. ``fragmentation_source`` is ``"measured placement"`` or ``"plan"``).
+    """
+
+    path: str
+    serving_target: str  # the deploy target: "kubernetes" or "local"
+    provisioning_s: float  # first pod created → last pod ready
+    provisioning_p50_s: float  # median per-pod created → ready
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    goodput_rps: float
+    request_throughput_rps: float
+    completed: int
+    failed: int
+    slo_attainment: float
+    gpus: int
+    gpu_hours_per_1k_requests: float
+    cost_usd_per_month: float
+    fragmentation_gpus: float  # FGD: expected GPUs the workload mix cannot use, fleet after placement
+    fragmentation_ratio: float  # fragmentation_gpus / whole GPUs in the fleet; NaN without the fleet
+    sla_breaches_per_month: float
+    sla_breach_cost_usd_per_month: float
+    prediction_error: float  # mean |measured − predicted| / predicted over p99 TTFT and TPOT
+    latency_predictability: float  # mean of p50/p99 over TTFT and TPOT: 1 = no tail
+    misplaced_pods: int = 0
+    cost_source: str = ""
+    fragmentation_source: str = ""
+    notes: tuple[str, ...] = ()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return dict(json_clean(data))
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> PathMetrics:
+        known: dict[str, Any] = {}
+        for name, f in cls.__dataclass_fields__.items():
+            if name not in data:
+                continue
+            value = data[name]
+            if f.type == "float":
+                value = math.nan if value is None else float(value)
+            known[name] = value
+        known["notes"] = tuple(known.get("notes") or ())
+        return cls(**known)
+
+
+@dataclass(frozen=True, slots=True)
+class Flip:
+    """The smallest change of one criterion's weight (others rescaled in proportion) that changes
+    the winner; ``to_weight`` is NaN when no weight in [0, 1] does."""
+
+    criterion: str
+    weight: float
+    to_weight: float
+    new_winner: str
+
+    @property
+    def flips(self) -> bool:
+        return not math.isnan(self.to_weight)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreCard:
+    """Normalised criterion scores per path, the weighted totals and the verdict."""
+
+    weights: Mapping[str, float]
+    normalised: Mapping[str, Mapping[str, float]]  # criterion → path → score in [0, 1]
+    raw: Mapping[str, Mapping[str, float]]  # criterion → path → the figure before normalising
+    totals: Mapping[str, float]  # path → Σ weight × normalised
+    winner: str  # "" on a tie
+    runner_up: str
+    margin: float  # winner's total − runner-up's, in score points (0–1)
+    relative_margin: float  # margin / runner-up's total
+    flips: tuple[Flip, ...] = ()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["flips"] = [asdict(f) for f in self.flips]
+        return dict(json_clean(data))
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> ScoreCard:
+        def nums(m: Mapping[str, Any]) -> dict[str, float]:
+            return {k: json_num(v) for k, v in m.items()}
+
+        return cls(
+            weights=nums(data["weights"]),
+            normalised={c: nums(v) for c, v in data["normalised"].items()},
+            raw={c: nums(v) for c, v in data["raw"].items()},
+            totals=nums(data["totals"]),
+            winner=str(data["winner"]),
+            runner_up=str(data["runner_up"]),
+            margin=json_num(data["margin"]),
+            relative_margin=json_num(data["relative_margin"]),
+            flips=tuple(
+                Flip(
+                    f["criterion"],
+                    float(f["weight"]),
+                    json_num(f["to_weight"]),
+                    f["new_winner"],
+                )
+                for f in data.get("flips") or ()
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Roi:
+    """Engineering cost of adopting a placement mechanism against the SLA penalties it avoids."""
+
+    adopt: str
+    baseline: str
+    engineering_weeks: float
+    rate_usd_per_week: float
+    saved_usd_per_quarter: float
+    saved_source: str  # "given" or "breach cost difference"
+
+    @property
+    def build_cost_usd(self) -> float:
+        return self.engineering_weeks * self.rate_usd_per_week
+
+    @property
+    def multiple(self) -> float:
+        """Saved per quarter ÷ build cost: $120k saved on a $15k build is 8×."""
+        if self.build_cost_usd == 0:
+            return math.inf if self.saved_usd_per_quarter > 0 else math.nan
+        return self.saved_usd_per_quarter / self.build_cost_usd
+
+    @property
+    def payback_weeks(self) -> float:
+        per_week = self.saved_usd_per_quarter / WEEKS_PER_QUARTER
+        return self.build_cost_usd / per_week if per_week > 0 else math.inf
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(
+            build_cost_usd=self.build_cost_usd, multiple=self.multiple, payback_weeks=self.payback_weeks
+        )
+        return dict(json_clean(data))
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> Roi:
+        return cls(
+            adopt=data["adopt"],
+            baseline=data["baseline"],
+            engineering_weeks=float(data["engineering_weeks"]),
+            rate_usd_per_week=float(data["rate_usd_per_week"]),
+            saved_usd_per_quarter=json_num(data["saved_usd_per_quarter"]),
+            saved_source=data["saved_source"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Everything ``gpuplace compare`` produces; ``comparison.json`` holds ``to_json_dict()``."""
+
+    paths: tuple[PathMetrics, ...]
+    score: ScoreCard
+    roi: Roi | None
+    plan: PlanFacts | None
+    penalty_usd_per_breach: float
+    slo: Mapping[str, float]
+    assessed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def path(self, name: str) -> PathMetrics:
+        for p in self.paths:
+            if p.path == name:
+                return p
+        raise KeyError(name)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return dict(
+            json_clean(
+                {
+                    "paths": [p.to_json_dict() for p in self.paths],
+                    "score": self.score.to_json_dict(),
+                    "roi": self.roi.to_json_dict() if self.roi else None,
+                    "plan": None if self.plan is None else self.plan.to_json_dict(),
+                    "penalty_usd_per_breach": self.penalty_usd_per_breach,
+                    "slo": dict(self.slo),
+                    "assessed": {k: dict(v) for k, v in self.assessed.items()},
+                    "notes": list(self.notes),
+                }
+            )
+        )
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        return cls(
+            paths=tuple(PathMetrics.from_json_dict(p) for p in data["paths"]),
+            score=ScoreCard.from_json_dict(data["score"]),
+            roi=Roi.from_json_dict(data["roi"]) if data.get("roi") else None,
+            plan=PlanFacts.from_json_dict(data["plan"]) if data.get("plan") else None,
+            penalty_usd_per_breach=float(data["penalty_usd_per_breach"]),
+            slo={k: json_num(v) for k, v in (data.get("slo") or {}).items()},
+            assessed={k: dict(v) for k, v in (data.get("assessed") or {}).items()},
+            notes=tuple(data.get("notes") or ()),
+        )

@@ -1,0 +1,241 @@
+"""The plan: the SLO asked for, the shapes considered, where each replica goes, and why.
+
+``Slo`` is the input; ``Candidate`` is one shape (GPU model × whole/MIG/shared × tensor-parallel degree
+× replicas) with its predicted latency, memory, cost and verdict; ``Placement`` puts one replica on a
+concrete GPU set; ``PlacementPlan`` is the planner's answer, written as ``plan.json``. Times are seconds;
+``to_json_dict`` adds nothing the dataclasses do not hold, so ``from_json_dict`` round-trips.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuplace.errors import GpuplaceError, InvalidInput
+from gpuplace.types.core import json_clean, json_num
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Latency targets at a request rate, for requests of ``prompt_tokens`` in and ``output_tokens`` out."""
+
+    tpot_p99_s: float
+    ttft_p99_s: float
+    rate_rps: float
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("tpot_p99_s", "ttft_p99_s", "rate_rps"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise InvalidInput(
+                    name, value, "must be a positive number", "e.g. tpot 0.05 s, ttft 2 s, 5 req/s"
+                )
+        for name in ("prompt_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise InvalidInput(name, value, "must be a positive integer")
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """Predicted latency of one replica at its share of the rate; ``stable`` False when it cannot keep up."""
+
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    concurrency: float  # mean requests in flight per replica (Little's law)
+    max_batch: int  # planned concurrency per replica (its 99th percentile), what memory is sized for
+    memory_per_gpu_gib: float
+    stable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One shape and what the planner thinks of it."""
+
+    gpu: str  # catalog name
+    kind: str  # "whole" | "mig" | "shared"
+    tp: int
+    replicas: int
+    mig_profile: str = ""
+    share: float = 1.0  # fraction of one GPU for kind "shared"
+    interconnect: str = "single"  # best interconnect assumed for the prediction
+    prediction: Prediction | None = None
+    memory_available_gib: float = 0.0
+    cost_usd_per_hour: float = 0.0
+    verdict: str = "rejected"  # "chosen" | "feasible" | "rejected"
+    reason: str = ""
+    miss: float = math.nan  # worst predicted/target ratio (p99 TPOT, p99 TTFT, memory); ≤ 1 meets all
+    fit_score: float = math.nan
+
+    @property
+    def label(self) -> str:
+        if self.kind == "mig":
+            unit = f"{self.gpu} MIG {self.mig_profile}"
+        elif self.kind == "shared":
+            unit = f"{self.share:g}×{self.gpu} (shared)"
+        else:
+            unit = f"{self.tp}×{self.gpu}" if self.tp > 1 else self.gpu
+        return f"{self.replicas}× {unit}" if self.replicas else unit
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp if self.kind == "whole" else 1
+
+    @property
+    def cost_usd_per_month(self) -> float:
+        return self.cost_usd_per_hour * HOURS_PER_MONTH
+
+
+HOURS_PER_MONTH = 730.0  # 8760 h / 12
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One replica on a concrete GPU set of one node."""
+
+    replica: int
+    node: str
+    gpu_ids: tuple[str, ...]
+    interconnect: str  # "single" | "nvlink" | "pcie-switch" | "numa" | "cross-numa" | "mig" | "shared"
+    numa_node: int | None  # the NUMA node when all GPUs share one, else None
+    fit_score: float
+    fragmentation_delta: float  # change of the fleet's FGD fragmentation (GPUs) this replica caused
+    prediction: Prediction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPlan:
+    plan_id: str
+    deployment_name: str
+    model: str
+    slo: Slo
+    chosen: Candidate
+    placements: tuple[Placement, ...]
+    candidates: tuple[Candidate, ...]
+    fragmentation_before: float
+    fragmentation_after: float
+    fit_threshold: float
+    inventory_source: str = ""
+    profile_device: str = ""
+    notes: tuple[str, ...] = ()
+    sla_breach_cost_usd_per_month: float = 0.0
+    tradeoff: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def replicas(self) -> int:
+        return len(self.placements)
+
+    @property
+    def cost_usd_per_month(self) -> float:
+        return self.chosen.cost_usd_per_month
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({p.node for p in self.placements}))
+
+    def to_json_dict(self) -> dict[str, Any]:
+        pred = self.chosen.prediction
+        data: dict[str, Any] = {
+            "plan_id": self.plan_id,
+            "deployment_name": self.deployment_name,
+            "model": self.model,
+            "slo": asdict(self.slo),
+            "chosen": json_clean(asdict(self.chosen)) | {"label": self.chosen.label},
+            "replicas": self.replicas,
+            "placements": [json_clean(asdict(p)) for p in self.placements],
+            "predicted": {
+                "ttft_p50_s": pred.ttft_p50_s if pred else None,
+                "ttft_p99_s": pred.ttft_p99_s if pred else None,
+                "tpot_p50_s": pred.tpot_p50_s if pred else None,
+                "tpot_p99_s": pred.tpot_p99_s if pred else None,
+            },
+            "cost_usd_per_month": self.cost_usd_per_month,
+            "sla_breach_cost_usd_per_month": self.sla_breach_cost_usd_per_month,
+            "fragmentation_before": self.fragmentation_before,
+            "fragmentation_after": self.fragmentation_after,
+            "fit_threshold": self.fit_threshold,
+            "candidates": [json_clean(asdict(c)) | {"label": c.label} for c in self.candidates],
+            "tradeoff": [dict(t) for t in self.tradeoff],
+            "inventory_source": self.inventory_source,
+            "profile_device": self.profile_device,
+            "notes": list(self.notes),
+        }
+        return data
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> PlacementPlan:
+        return cls(
+            plan_id=str(data["plan_id"]),
+            deployment_name=str(data["deployment_name"]),
+            model=str(data["model"]),
+            slo=Slo(**data["slo"]),
+            chosen=_candidate(data["chosen"]),
+            placements=tuple(_placement(p) for p in data["placements"]),
+            candidates=tuple(_candidate(c) for c in data.get("candidates") or ()),
+            fragmentation_before=float(data["fragmentation_before"]),
+            fragmentation_after=float(data["fragmentation_after"]),
+            fit_threshold=float(data.get("fit_threshold", 0.85)),
+            inventory_source=str(data.get("inventory_source", "")),
+            profile_device=str(data.get("profile_device", "")),
+            notes=tuple(data.get("notes") or ()),
+            sla_breach_cost_usd_per_month=float(data.get("sla_breach_cost_usd_per_month") or 0.0),
+            tradeoff=tuple(data.get("tradeoff") or ()),
+        )
+
+
+def _prediction(data: Mapping[str, Any] | None) -> Prediction | None:
+    if not data:
+        return None
+    known = {k: data[k] for k in Prediction.__dataclass_fields__ if k in data}
+    for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "concurrency", "memory_per_gpu_gib"):
+        known[k] = json_num(known.get(k))
+    return Prediction(**known)
+
+
+def _candidate(data: Mapping[str, Any]) -> Candidate:
+    known = {k: data[k] for k in Candidate.__dataclass_fields__ if k in data}
+    known["prediction"] = _prediction(data.get("prediction"))
+    for k in ("miss", "fit_score"):
+        known[k] = json_num(known.get(k))
+    return Candidate(**known)
+
+
+def _placement(data: Mapping[str, Any]) -> Placement:
+    known = {k: data[k] for k in Placement.__dataclass_fields__ if k in data}
+    known["gpu_ids"] = tuple(known.get("gpu_ids") or ())
+    known["prediction"] = _prediction(data.get("prediction"))
+    known["fit_score"] = json_num(known.get("fit_score"))
+    known["fragmentation_delta"] = json_num(known.get("fragmentation_delta"))
+    return Placement(**known)
+
+
+class NoFeasiblePlacement(GpuplaceError):
+    """No shape meets the SLO and fits the fleet; lists every rejected shape, the closest miss and a fix."""
+
+    def __init__(self, slo: Slo, rejected: tuple[Candidate, ...], fix: str) -> None:
+        self.slo = slo
+        self.rejected = rejected
+        self.fix = fix
+        misses = [c for c in rejected if math.isfinite(c.miss)]
+        self.closest = min(misses, key=lambda c: (c.miss, c.cost_usd_per_hour, c.label)) if misses else None
+        head = (
+            f"no GPU shape meets p99 TPOT ≤ {slo.tpot_p99_s * 1000:g} ms and "
+            f"p99 TTFT ≤ {slo.ttft_p99_s * 1000:g} ms "
+            f"at {slo.rate_rps:g} req/s"
+        )
+        if self.closest is not None and self.closest.prediction is not None:
+            p = self.closest.prediction
+            head += (
+                f"; closest: {self.closest.label} at p99 TPOT {p.tpot_p99_s * 1000:.1f} ms, "
+                f"p99 TTFT {p.ttft_p99_s * 1000:.0f} ms ({self.closest.reason})"
+            )
+        lines = [head + "."]
+        lines += [f"  - {c.label}: {c.reason}" for c in rejected]
+        lines.append(f"To fix: {fix}")
+        super().__init__("\n".join(lines))

@@ -1,0 +1,195 @@
+"""The load tester against a real streaming HTTP server that injects faults on command.
+
+Every fault is data: the run goes on, the report counts it by kind, and the records keep it. The
+server is gpuplace's fault server (aiohttp, real sockets), not a patched client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import SHARED_DATA
+
+from gpuplace.cli import main
+from gpuplace.loadtest.step import LoadTestConfig, read_records, run_loadtest_step
+from gpuplace.loadtest.testserver import FaultServer, ServerOptions
+
+pytestmark = pytest.mark.integration
+AZURE = SHARED_DATA / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv"
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with FaultServer(ServerOptions(token_delay_s=0.001)) as s:
+        yield s
+
+
+def _config(url: str, **kw: object) -> LoadTestConfig:
+    params: dict[str, object] = {
+        "endpoint": url,
+        "prompt_tokens": "16",
+        "output_tokens": "8",
+        "warmup": False,
+    }
+    params.update(kw)
+    return LoadTestConfig.from_params(**params)  # type: ignore[arg-type]
+
+
+def test_every_fault_kind_is_counted_and_the_run_continues(server: FaultServer, tmp_path: Path) -> None:
+    for kind in ("http_500", "http_429", "drop", "malformed", "error_event", "no_finish"):
+        server.inject(kind, after_tokens=2)
+    server.inject("cut", count=2, after_tokens=3)
+    result = run_loadtest_step(
+        _config(server.url, concurrency=1, max_requests=20), tmp_path, show_progress=False
+    )
+    report = result.report
+    assert report.errors == {
+        "http_4xx": 1, "http_5xx": 1, "malformed": 1, "server_error": 1, "stream_cut": 4,
+    }  # fmt: skip  # drop, no_finish and two cuts are all cut streams
+    assert (report.completed, report.failed) == (12, 8)
+    http = [r for r in result.records if r.error_kind.startswith("http")]
+    assert {r.status for r in http} == {429, 500}
+    assert all(
+        r.output_tokens == 8 and r.output_tokens_source == "usage" for r in result.records if r.success
+    )
+    # records on disk keep the failures
+    on_disk = read_records(tmp_path / "records.parquet")
+    assert sum(not r.success for r in on_disk) == 8
+    assert json.loads((tmp_path / "report.json").read_text())["errors"]["stream_cut"] == 4
+
+
+def test_a_stream_without_done_is_complete_when_it_finishes(tmp_path: Path) -> None:
+    with FaultServer(ServerOptions(send_done=False, send_usage=False)) as s:
+        result = run_loadtest_step(
+            _config(s.url, concurrency=2, max_requests=4), tmp_path, show_progress=False
+        )
+    assert result.report.completed == 4
+    assert {r.output_tokens_source for r in result.records} == {"chunks"}
+    assert result.report.output_tokens == 32
+
+
+def test_rejected_fields_are_learnt_once_and_dropped(tmp_path: Path) -> None:
+    options = ServerOptions(reject_fields=("ignore_eos", "min_tokens", "generation_config"))
+    with FaultServer(options) as s:
+        result = run_loadtest_step(
+            _config(s.url, concurrency=1, max_requests=5), tmp_path, show_progress=False
+        )
+        bodies = s.stats.bodies
+    assert result.report.completed == 5
+    # first request: ignore_eos → 422; retry with generation_config → 422; then plain max_tokens, remembered
+    assert len(bodies) == 5 + 2
+    assert "ignore_eos" not in bodies[-1] and "generation_config" not in bodies[-1]
+    assert sum(n.startswith("server rejected") for n in result.notes) == 2
+
+
+def test_endpoint_down_is_counted_and_the_cli_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once closed
+    code = main(["loadtest", "--endpoint", f"http://127.0.0.1:{port}", "--model", "m", "--max-requests", "3",
+                 "--concurrency", "1", "--out", str(tmp_path), "--quiet"])  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "every request failed (connect=3)" in err and str(port) in err
+    assert json.loads((tmp_path / "report.json").read_text())["failed"] == 3
+
+
+def test_stop_keeps_partial_results(tmp_path: Path) -> None:
+    """Stopping the run the way Ctrl-C does: in-flight requests are cancelled and recorded."""
+    with FaultServer(ServerOptions(token_delay_s=0.05)) as s:
+
+        def stop_soon(stop: asyncio.Event) -> None:
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.6, stop.set)
+
+        config = _config(s.url, concurrency=2, max_requests=100, output_tokens="10")
+        result = run_loadtest_step(config, tmp_path, show_progress=False, stop_after=stop_soon)
+    report = result.report
+    assert report.interrupted
+    assert 0 < report.completed < 100
+    assert report.requests < 100
+    assert json.loads((tmp_path / "report.json").read_text())["interrupted"] is True
+
+
+def test_duration_bound_stops_sending(server: FaultServer, tmp_path: Path) -> None:
+    config = _config(server.url, rate=20.0, max_requests=1000, max_duration_s=0.5)
+    result = run_loadtest_step(config, tmp_path, show_progress=False)
+    assert 3 <= result.report.requests <= 25
+    assert not result.report.interrupted
+
+
+def test_cli_synthetic_poisson_writes_report_and_records(server: FaultServer, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"predicted": {"tpot_p99_s": 0.001, "ttft_p99_s": 0.002}}))
+    code = main(["loadtest", "--endpoint", server.url, "--prompt-tokens", "64", "--output-tokens", "8",
+                 "--rate", "40", "--max-requests", "40", "--slo-tpot-ms", "50", "--plan", str(plan),
+                 "--out", str(out), "--quiet"])  # fmt: skip
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["completed"] == 40 and report["workload"]["rate_rps"] == 40.0
+    assert report["workload"]["arrival"] == "poisson"
+    assert set(report["predicted_vs_measured"]) == {"tpot_p99_s", "ttft_p99_s"}
+    frame = pd.read_parquet(out / "records.parquet")
+    assert len(frame) == 40 and frame["scheduled_s"].is_monotonic_increasing
+    assert len((out / "records.jsonl").read_text().splitlines()) == 40
+    assert "| TTFT |" in (out / "summary.md").read_text()
+
+
+def test_cli_sweep_over_concurrencies(server: FaultServer, tmp_path: Path) -> None:
+    code = main(["loadtest", "--endpoint", server.url, "--prompt-tokens", "8", "--output-tokens", "4",
+                 "--max-requests", "8", "--concurrencies", "1,4", "--out", str(tmp_path),
+                 "--quiet"])  # fmt: skip
+    assert code == 0
+    sweep = json.loads((tmp_path / "sweep.json").read_text())
+    assert set(sweep) == {"concurrency-1", "concurrency-4"}
+    assert sweep["concurrency-1"]["peak_concurrency"] == 1
+    assert (tmp_path / "concurrency-4" / "records.parquet").is_file()
+
+
+def test_knee_search_finds_the_rate_where_the_slo_breaks(tmp_path: Path) -> None:
+    """The server runs one request at a time, 20 ms each: past ~50 req/s requests queue in the server
+    and TTFT grows past the 60 ms SLO."""
+    with FaultServer(ServerOptions(ttft_s=0.02, max_parallel=1)) as s:
+        code = main(["loadtest", "--endpoint", s.url, "--prompt-tokens", "8", "--output-tokens", "2",
+                     "--max-requests", "40", "--slo-ttft-ms", "60", "--knee", "5,400",
+                     "--target-share", "0.9", "--out", str(tmp_path), "--quiet"])  # fmt: skip
+    assert code == 0
+    knee = json.loads((tmp_path / "knee.json").read_text())
+    assert 20 <= knee["knee_rps"] <= 80
+    assert knee["trials"][1]["slo_attainment"] < 0.9  # 400 req/s misses
+    assert knee["trials"][0]["slo_attainment"] >= 0.9
+
+
+def test_trace_replay_of_the_azure_trace(server: FaultServer, tmp_path: Path) -> None:
+    assert AZURE.is_file(), f"the Azure trace is missing at {AZURE} (see ../shared/data/README.md)"
+    code = main(["loadtest", "--endpoint", server.url, "--trace", str(AZURE), "--max-requests", "200",
+                 "--time-scale", "0.05", "--max-output-tokens", "16", "--out", str(tmp_path),
+                 "--quiet"])  # fmt: skip
+    assert code == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["requests"] == 200 and report["completed"] == 200
+    assert report["workload"]["kind"] == "trace"
+    frame = pd.read_parquet(tmp_path / "records.parquet")
+    assert frame["prompt_tokens"].iloc[0] == 374  # the trace's first row
+    assert frame["scheduled_s"].is_monotonic_increasing
+
+
+def test_fault_server_admin_endpoint_queues_faults() -> None:
+    import urllib.request
+
+    with FaultServer() as s:
+        req = urllib.request.Request(s.url + "/admin/fault", data=b'{"kind": "cut", "count": 2}',
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(req) as resp:
+            assert json.loads(resp.read()) == {"queued": 2}
+    assert threading.active_count() >= 1

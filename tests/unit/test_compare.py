@@ -1,0 +1,317 @@
+"""The comparison's metrics, normalisation, weighted score, sensitivity and ROI on hand-computed cases."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from gpuplace.catalog import load_gpu_catalog
+from gpuplace.compare import compare_paths, parse_assessed, parse_weights
+from gpuplace.compare.metrics import (
+    PathResult,
+    fleet_after,
+    gpu_hours_per_1k_requests,
+    latency_predictability,
+    mean_abs_prediction_error,
+    monthly_cost_usd,
+    provisioning_s,
+    sla_breach_cost_usd_per_month,
+    sla_breaches_per_month,
+)
+from gpuplace.compare.roi import roi
+from gpuplace.compare.score import CRITERIA, flip_points, normalise, score
+from gpuplace.errors import InvalidInput, UnknownName
+from gpuplace.inventory import load_inventory
+from gpuplace.types import DeploymentRecord, Distribution, PodRecord
+from gpuplace.types.compare import Comparison, PathMetrics, PlanFacts
+from gpuplace.types.loadtest import LatencyReport, SloBounds
+
+
+def _report(
+    ttft: list[float],
+    tpot: list[float],
+    *,
+    completed: int = 100,
+    duration_s: float = 100.0,
+    attainment: float = 1.0,
+) -> LatencyReport:
+    empty = Distribution.of(())
+    return LatencyReport(
+        requests=completed,
+        completed=completed,
+        failed=0,
+        errors={},
+        duration_s=duration_s,
+        ttft=Distribution.of(ttft),
+        tpot=Distribution.of(tpot),
+        itl=empty,
+        e2e=empty,
+        arrival_lag=empty,
+        request_throughput_rps=completed / duration_s,
+        output_throughput_tps=0.0,
+        total_token_throughput_tps=0.0,
+        input_tokens=0,
+        output_tokens=0,
+        goodput_rps=completed * attainment / duration_s,
+        slo_attainment=attainment,
+        peak_concurrency=1,
+        slo=SloBounds(ttft_p99_s=1.0, tpot_p99_s=0.1, rate_rps=1.0),
+    )
+
+
+def _deployment(
+    ready: list[float], gpus: list[str] | None = None, target: str = "kubernetes"
+) -> DeploymentRecord:
+    pods = tuple(
+        PodRecord(f"p{i}", node="n", created_at_s=float(i), ready_at_s=r, gpu_ids=(gpus[i],) if gpus else ())
+        for i, r in enumerate(ready)
+    )
+    return DeploymentRecord(target, "d", "ns", "http://x", "m", True, pods)
+
+
+def _metrics(path: str, **figures: float) -> PathMetrics:
+    base = dict.fromkeys(
+        (f for f, t in PathMetrics.__dataclass_fields__.items() if t.type == "float"), math.nan
+    )
+    base.update(figures)
+    return PathMetrics(path=path, serving_target="kubernetes", completed=1, failed=0, gpus=1, **base)  # type: ignore[arg-type]
+
+
+# --- per-path metrics ---------------------------------------------------------------------------
+
+
+def test_provisioning_is_first_created_to_last_ready() -> None:
+    # pods created at 0 and 1, ready at 10 and 15 → 15 s; a pod that never got ready → NaN
+    assert provisioning_s(_deployment([10.0, 15.0])) == 15.0
+    assert math.isnan(provisioning_s(_deployment([10.0, math.nan])))
+    assert math.isnan(provisioning_s(_deployment([])))
+
+
+def test_gpu_hours_per_1k_requests() -> None:
+    assert gpu_hours_per_1k_requests(2, 1800.0, 500) == pytest.approx(2.0)  # 2 × 0.5 h / 500 × 1000
+    assert math.isinf(gpu_hours_per_1k_requests(2, 1800.0, 0))
+
+
+def test_sla_breaches_and_their_cost() -> None:
+    breaches = sla_breaches_per_month(0.99, 1.0)  # 1 % of 1 req/s × 3600 × 730
+    assert breaches == pytest.approx(26_280.0)
+    assert sla_breach_cost_usd_per_month(breaches, 0.5) == pytest.approx(13_140.0)
+
+
+def test_prediction_error_and_predictability() -> None:
+    rep = _report([0.2] * 10, [0.03] * 10)
+    # TTFT p99 0.2 vs 0.1 predicted: +100 %; TPOT 0.03 vs 0.04: −25 % → mean |error| 0.625
+    assert mean_abs_prediction_error(rep, {"ttft_p99_s": 0.1, "tpot_p99_s": 0.04}) == pytest.approx(0.625)
+    assert math.isnan(mean_abs_prediction_error(rep, {}))
+    rep2 = _report([1.0, 1.0, 1.0, 3.0], [0.01] * 4)
+    ttft_ratio = rep2.ttft.p50 / rep2.ttft.p99
+    assert latency_predictability(rep2) == pytest.approx((ttft_ratio + 1.0) / 2)
+
+
+def test_fleet_after_and_cost_of_held_gpus() -> None:
+    fleet = load_inventory("h100-nvlink")
+    after = fleet_after(fleet, ["h100-a-0/gpu0"])
+    held = {g.id: g.allocated for _, g in after.devices()}
+    assert held["h100-a-0/gpu0"] == 1.0 and held["h100-a-0/gpu1"] == 0.0
+    assert {g.id: g.allocated for _, g in fleet.devices()}["h100-a-0/gpu0"] == 0.0  # input untouched
+    catalog = load_gpu_catalog()
+    price = catalog.get("H100-SXM5-80GB").price_usd_per_hour
+    assert monthly_cost_usd(fleet, ["h100-a-0/gpu0", "h100-a-1/gpu3"], catalog) == pytest.approx(
+        2 * price * 730
+    )
+
+
+def test_path_metrics_use_the_injected_fragmentation_and_note_the_local_target() -> None:
+    fleet = load_inventory("h100-nvlink")
+    seen: list[int] = []
+
+    def frag(inv):  # type: ignore[no-untyped-def]
+        taken = sum(1 for _, g in inv.devices() if g.allocated)
+        seen.append(taken)
+        return 0.5 * taken
+
+    results = [
+        PathResult("native", _deployment([5.0], ["h100-a-0/gpu0"]), _report([0.1] * 4, [0.01] * 4)),
+        PathResult(
+            "kubeflow", _deployment([9.0], ["h100-a-0/gpu1"], target="local"), _report([0.1] * 4, [0.01] * 4)
+        ),
+    ]
+    c = compare_paths(
+        results, fleet=fleet, catalog=load_gpu_catalog(), fragmentation=frag, weights={"provisioning": 1.0}
+    )
+    assert seen == [1, 1]
+    assert c.path("native").fragmentation_gpus == 0.5
+    assert c.path("native").fragmentation_ratio == pytest.approx(0.5 / 32)
+    assert any("local target" in n for n in c.path("kubeflow").notes)
+    assert c.score.winner == "native"
+
+
+# --- normalisation and score --------------------------------------------------------------------
+
+
+def test_normalisation_rules() -> None:
+    assert normalise(CRITERIA["tpot_p99"], {"a": 2.0, "b": 4.0}) == {"a": 1.0, "b": 0.5}
+    assert normalise(CRITERIA["goodput"], {"a": 3.0, "b": 6.0}) == {"a": 0.5, "b": 1.0}
+    assert normalise(CRITERIA["sla_breach_cost"], {"a": 0.0, "b": 5.0}) == {"a": 1.0, "b": 0.0}
+    assert normalise(CRITERIA["cost"], {"a": 7.0, "b": 7.0}) == {"a": 1.0, "b": 1.0}
+    assert normalise(CRITERIA["gpu_hours_per_1k"], {"a": 1.0, "b": math.inf}) == {"a": 1.0, "b": 0.0}
+    assert normalise(CRITERIA["slo_attainment"], {"a": 0.9, "b": 0.5}) == {"a": 0.9, "b": 0.5}
+    assert normalise(CRITERIA["prediction_error"], {"a": 0.25, "b": 1.5}) == {"a": 0.75, "b": 0.0}
+
+
+def test_weighted_score_winner_margin_and_flip_point() -> None:
+    # a: tpot 1.0 (score 1), provisioning 20 s (score 0.5); b: tpot 1.25 (0.8), provisioning 10 s (1)
+    a = _metrics("a", tpot_p99_s=1.0, provisioning_s=20.0)
+    b = _metrics("b", tpot_p99_s=1.25, provisioning_s=10.0)
+    card = score([a, b], {"tpot_p99": 0.7, "provisioning": 0.3})
+    assert card.totals["a"] == pytest.approx(0.85)  # 0.7 × 1 + 0.3 × 0.5
+    assert card.totals["b"] == pytest.approx(0.86)  # 0.7 × 0.8 + 0.3 × 1
+    assert (card.winner, card.runner_up) == ("b", "a")
+    assert card.margin == pytest.approx(0.01)
+    assert card.relative_margin == pytest.approx(0.01 / 0.85)
+    flip = {f.criterion: f for f in card.flips}
+    # b − a at tpot weight t: 0.8t + (1 − t) − t − 0.5(1 − t) = 0.5 − 0.7t → 0 at t = 5/7
+    assert flip["tpot_p99"].to_weight == pytest.approx(5 / 7)
+    assert flip["tpot_p99"].new_winner == "a"
+    # provisioning weight p: a = (1 − p) + 0.5p, b = 0.8(1 − p) + p → b − a = 0.7p − 0.2 → 0 at p = 2/7
+    assert flip["provisioning"].to_weight == pytest.approx(2 / 7)
+    assert flip["provisioning"].new_winner == "a"
+
+
+def test_tie_has_no_winner_and_no_flips() -> None:
+    a = _metrics("a", tpot_p99_s=1.0)
+    b = _metrics("b", tpot_p99_s=1.0)
+    card = score([a, b], {"tpot_p99": 1.0})
+    assert card.winner == "" and card.margin == 0.0 and card.flips == ()
+
+
+def test_a_tie_at_the_end_of_the_range_is_not_a_flip() -> None:
+    # equal cost: putting all weight on cost only ties, which must not be reported as a flip
+    a = _metrics("a", tpot_p99_s=1.0, cost_usd_per_month=5.0)
+    b = _metrics("b", tpot_p99_s=2.0, cost_usd_per_month=5.0)
+    card = score([a, b], {"tpot_p99": 0.5, "cost": 0.5})
+    assert not {f.criterion: f for f in card.flips}["cost"].flips
+
+
+def test_flip_points_function_directly() -> None:
+    normalised = {"x": {"a": 1.0, "b": 0.0}, "y": {"a": 0.0, "b": 1.0}}
+    (fx, fy) = flip_points({"x": 0.6, "y": 0.4}, normalised, "a")
+    assert fx.to_weight == pytest.approx(0.5) and fy.to_weight == pytest.approx(0.5)
+
+
+def test_missing_figure_with_weight_is_an_error_naming_path() -> None:
+    a = _metrics("native", tpot_p99_s=1.0)
+    b = _metrics("kubeflow", tpot_p99_s=1.0, cost_usd_per_month=3.0)
+    with pytest.raises(InvalidInput, match=r"cost_usd_per_month is unknown for native"):
+        score([a, b], {"tpot_p99": 0.5, "cost": 0.5})
+    assert score([a, b], {"tpot_p99": 1.0}).winner == ""  # weight 0 → ignored
+
+
+# --- parameters ----------------------------------------------------------------------------------
+
+
+def test_parse_weights_accepts_a_valid_set() -> None:
+    assert parse_weights("tpot_p99=0.7, cost=0.3") == {"tpot_p99": 0.7, "cost": 0.3}
+    assert sum(parse_weights("").values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tpot_p99=0.7,cost=0.4", "sum to 1.1, not 1"),
+        ("tpot_p99=1.2,cost=-0.2", "cost=-0.2 is negative"),
+        ("tpot_p99=x", "is not a number"),
+        ("tpot_p99", "is not NAME=WEIGHT"),
+        ("tpot_p99=0.5,tpot_p99=0.5", "appears twice"),
+    ],
+)
+def test_parse_weights_rejects_bad_input(text: str, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message) as e:
+        parse_weights(text)
+    assert str(e.value).startswith("weights=")
+
+
+def test_unknown_criterion_offers_did_you_mean() -> None:
+    with pytest.raises(UnknownName, match="Did you mean 'tpot_p99'"):
+        parse_weights("tpot_p9=1")
+
+
+def test_assessed_criteria_enter_the_score() -> None:
+    assessed = parse_assessed(["reuse=native:0.4,kubeflow:0.9"], ["native", "kubeflow"])
+    weights = parse_weights("tpot_p99=0.7,reuse=0.3", assessed)
+    a = _metrics("native", tpot_p99_s=1.0)
+    b = _metrics("kubeflow", tpot_p99_s=1.0)
+    card = score([a, b], weights, assessed)
+    assert card.totals["kubeflow"] == pytest.approx(0.7 + 0.27)
+    assert card.winner == "kubeflow"
+    with pytest.raises(InvalidInput, match="no score for kubeflow"):
+        parse_assessed(["reuse=native:0.4"], ["native", "kubeflow"])
+    with pytest.raises(InvalidInput, match="not a score in"):
+        parse_assessed(["reuse=native:1.4,kubeflow:0"], ["native", "kubeflow"])
+
+
+def test_missing_path_results_are_an_error() -> None:
+    only = [PathResult("native", _deployment([5.0]), _report([0.1], [0.01]))]
+    with pytest.raises(InvalidInput, match="no results for the kubeflow path"):
+        compare_paths(only)
+
+
+# --- ROI -----------------------------------------------------------------------------------------
+
+
+def test_roi_of_the_seed_example_is_8x() -> None:
+    a, b = _metrics("kubeflow"), _metrics("native")
+    r = roi(a, b, engineering_weeks=3, rate_usd_per_week=5000, saved_usd_per_quarter=120_000)
+    assert r.build_cost_usd == 15_000
+    assert r.multiple == pytest.approx(8.0)
+    assert r.payback_weeks == pytest.approx(15_000 / (120_000 / 13))
+
+
+def test_roi_saving_defaults_to_the_breach_cost_difference() -> None:
+    a = _metrics("kubeflow", sla_breach_cost_usd_per_month=10_000.0)
+    b = _metrics("native", sla_breach_cost_usd_per_month=50_000.0)
+    r = roi(a, b, engineering_weeks=2, rate_usd_per_week=7500)
+    assert r.saved_usd_per_quarter == pytest.approx(120_000.0)  # 40k/month × 3
+    assert r.multiple == pytest.approx(8.0)
+    with pytest.raises(InvalidInput, match="engineering_weeks=-1"):
+        roi(a, b, engineering_weeks=-1, rate_usd_per_week=1)
+
+
+# --- the whole comparison ------------------------------------------------------------------------
+
+
+def test_comparison_json_round_trips_and_plan_facts_parse_planner_json() -> None:
+    plan = PlanFacts.from_json_dict(
+        {
+            "plan_id": "p1",
+            "deployment_name": "d",
+            "model": "m",
+            "chosen": {"label": "2× H100-SXM5-80GB", "gpu": "H100-SXM5-80GB"},
+            "replicas": 1,
+            "placements": [{"replica": 0, "node": "n", "gpu_ids": ["n/gpu0"]}],
+            "predicted": {"ttft_p99_s": 0.1, "tpot_p99_s": None},
+            "cost_usd_per_month": 100.0,
+            "fragmentation_before": 0.0,
+            "fragmentation_after": 0.5,
+        }
+    )
+    assert (
+        plan.chosen == "2× H100-SXM5-80GB" and plan.gpu_count == 1 and plan.predicted == {"ttft_p99_s": 0.1}
+    )
+    results = [
+        PathResult("native", _deployment([5.0]), _report([0.1] * 4, [0.01] * 4, attainment=0.9)),
+        PathResult("kubeflow", _deployment([8.0]), _report([0.2] * 4, [0.02] * 4, attainment=0.99)),
+    ]
+    c = compare_paths(
+        results, plan=plan, penalty_usd_per_breach=1.0, engineering_weeks=1, rate_usd_per_week=1000
+    )
+    data = json.loads(json.dumps(c.to_json_dict(), allow_nan=False))
+    back = Comparison.from_json_dict(data)
+    assert back.score.winner == c.score.winner
+    assert back.path("native").sla_breach_cost_usd_per_month == pytest.approx(
+        c.path("native").sla_breach_cost_usd_per_month
+    )
+    assert back.roi is not None and back.roi.multiple == pytest.approx(c.roi.multiple)  # type: ignore[union-attr]
+    assert back.plan == plan

@@ -1,0 +1,342 @@
+"""gpuplace.k8s without a cluster: error mapping, retries under a deadline, plan directories, labels,
+rollout status, placement matching, pod timestamps and the RBAC Role.
+
+The ApiException objects here are the kubernetes client's own class, built as the client builds them from
+an HTTP response; no API server is involved (the control-plane tests in tests/integration do that).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+from gpuplace.errors import InvalidInput
+from gpuplace.k8s import errors
+from gpuplace.k8s.deploy import match_placements
+from gpuplace.k8s.plandir import PLAN_LABEL, RUN_LABEL, PlannedReplica, labelled, load_plan_dir
+from gpuplace.k8s.rbac import deployer_rbac
+from gpuplace.k8s.retry import Deadline, with_retries
+from gpuplace.k8s.rollout import deployment_progress, pod_record
+from gpuplace.types import PodRecord
+
+
+def _api_exc(
+    status: int, reason: str = "", message: str = "", headers: dict[str, str] | None = None
+) -> ApiException:
+    e = ApiException(status=status, reason=reason)
+    e.body = json.dumps(
+        {"kind": "Status", "reason": reason, "message": message, "details": {"kind": "deployments"}}
+    )
+    e.headers = headers or {}
+    return e
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (404, errors.NotFound),
+        (409, errors.Conflict),
+        (422, errors.Invalid),
+        (400, errors.Invalid),
+        (403, errors.Forbidden),
+        (401, errors.Forbidden),
+        (429, errors.Throttled),
+        (500, errors.ServerError),
+        (503, errors.ServerError),
+    ],
+)
+def test_status_codes_map_to_the_hierarchy(status: int, cls: type[errors.KubeError]) -> None:
+    err = errors.translate(_api_exc(status, "Why", "the message"), "apply Deployment/x")
+    assert type(err) is cls
+    assert err.status == status
+    assert "apply Deployment/x" in str(err) and "the message" in str(err)
+    assert err.retryable == (status in (429, 500, 503))
+
+
+def test_connection_errors_are_unreachable_and_retryable() -> None:
+    cause = MaxRetryError(None, "/api", NewConnectionError(None, "refused"))  # type: ignore[arg-type]
+    err = errors.translate(cause, "get Node/a")
+    assert isinstance(err, errors.Unreachable) and err.retryable
+
+
+def test_throttled_reads_retry_after() -> None:
+    err = errors.translate(_api_exc(429, "TooManyRequests", headers={"Retry-After": "3"}), "x")
+    assert isinstance(err, errors.Throttled) and err.retry_after_s == 3.0
+
+
+def test_invalid_lists_causes() -> None:
+    e = ApiException(status=422, reason="Unprocessable")
+    e.body = json.dumps(
+        {
+            "reason": "Invalid",
+            "message": "bad",
+            "details": {"causes": [{"field": "spec.replicas", "message": "must be >= 0"}]},
+        }
+    )
+    err = errors.translate(e, "apply")
+    assert isinstance(err, errors.Invalid)
+    assert err.causes == ["spec.replicas: must be >= 0"]
+
+
+def test_retries_5xx_then_succeeds_and_chains() -> None:
+    calls: list[float] = []
+    sleeps: list[float] = []
+
+    def attempt(timeout_s: float) -> str:
+        calls.append(timeout_s)
+        if len(calls) < 3:
+            raise _api_exc(503, "ServiceUnavailable")
+        return "ok"
+
+    assert with_retries(attempt, action="get", deadline=Deadline(30), sleep=sleeps.append) == "ok"
+    assert len(calls) == 3 and sleeps == [0.1, 0.2]
+    assert all(0.5 <= t <= 30 for t in calls)
+
+
+def test_does_not_retry_client_errors() -> None:
+    calls = []
+
+    def attempt(_t: float) -> None:
+        calls.append(1)
+        raise _api_exc(403, "Forbidden", "no")
+
+    with pytest.raises(errors.Forbidden) as info:
+        with_retries(attempt, action="apply", deadline=Deadline(30), sleep=lambda _s: None)
+    assert len(calls) == 1
+    assert isinstance(info.value.__cause__, ApiException)
+
+
+def test_throttled_waits_retry_after() -> None:
+    sleeps: list[float] = []
+    state = {"n": 0}
+
+    def attempt(_t: float) -> int:
+        state["n"] += 1
+        if state["n"] == 1:
+            raise _api_exc(429, "TooManyRequests", headers={"Retry-After": "2"})
+        return state["n"]
+
+    assert with_retries(attempt, action="x", deadline=Deadline(30), sleep=sleeps.append) == 2
+    assert sleeps == [2.0]
+
+
+def test_gives_up_at_the_deadline_with_the_last_error() -> None:
+    def attempt(_t: float) -> None:
+        raise _api_exc(429, "TooManyRequests", headers={"Retry-After": "5"})
+
+    with pytest.raises(errors.Throttled, match="gave up after 1 tries within the 1 s deadline"):
+        with_retries(attempt, action="x", deadline=Deadline(1), sleep=lambda _s: None)
+
+
+def _plan_dir(tmp_path: Path, plan: object, manifests: str | None) -> Path:
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    if manifests is not None:
+        (tmp_path / "manifests").mkdir()
+        (tmp_path / "manifests" / "10-deployment.yaml").write_text(manifests)
+    return tmp_path
+
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm, namespace: other}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: llm}}
+  template:
+    metadata: {labels: {app: llm}}
+    spec: {containers: [{name: c, image: x}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: llm}
+spec: {ports: [{port: 8000}], selector: {app: llm}}
+"""
+
+
+def test_loads_a_plan_dir(tmp_path: Path) -> None:
+    plan = {
+        "plan_id": "p1",
+        "deployment_name": "llm",
+        "model": "tiny",
+        "replicas": 2,
+        "placements": [
+            {"replica": 0, "node": "a", "gpu_ids": ["a/gpu0"]},
+            {"replica": 1, "node": "b", "gpu_ids": []},
+        ],
+    }
+    bundle = load_plan_dir(_plan_dir(tmp_path, plan, DEPLOYMENT))
+    assert bundle.plan_id == "p1" and bundle.replicas == 2
+    assert [m["kind"] for m in bundle.manifests] == ["Deployment", "Service"]
+    assert bundle.placements[0] == PlannedReplica(0, "a", ("a/gpu0",))
+    assert [w["metadata"]["name"] for w in bundle.workloads()] == ["llm"]
+
+
+@pytest.mark.parametrize(
+    ("plan", "manifests", "field"),
+    [
+        ({"deployment_name": "x"}, DEPLOYMENT, "plan.json:plan_id"),
+        ({"plan_id": "p", "deployment_name": "x"}, None, "manifests"),
+        (
+            {"plan_id": "p", "deployment_name": "x"},
+            "kind: Deployment\nmetadata: {name: a}\n",
+            "10-deployment.yaml[0].apiVersion",
+        ),
+        (
+            {"plan_id": "p", "deployment_name": "x"},
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n",
+            "kind",
+        ),
+        ({"plan_id": "p", "deployment_name": "x"}, "a: [\n", "10-deployment.yaml"),
+        (
+            {"plan_id": "p", "deployment_name": "x", "placements": [{"replica": 0}]},
+            DEPLOYMENT,
+            "placements[0]",
+        ),
+    ],
+)
+def test_bad_plan_dirs_name_the_field(
+    tmp_path: Path, plan: object, manifests: str | None, field: str
+) -> None:
+    with pytest.raises(InvalidInput) as info:
+        load_plan_dir(_plan_dir(tmp_path, plan, manifests))
+    assert field in info.value.field
+
+
+def test_missing_plan_dir(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"plan_dir=.*not a directory"):
+        load_plan_dir(tmp_path / "nope")
+    with pytest.raises(InvalidInput, match=r"has no plan\.json"):
+        load_plan_dir(tmp_path)
+
+
+def test_labels_tie_objects_to_plan_and_run_but_templates_only_to_the_plan(tmp_path: Path) -> None:
+    plan = {"plan_id": "p1", "deployment_name": "llm"}
+    bundle = load_plan_dir(_plan_dir(tmp_path, plan, DEPLOYMENT))
+    dep = labelled(bundle.manifests[0], "p1", "run-7")
+    assert dep["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "gpuplace",
+        PLAN_LABEL: "p1",
+        RUN_LABEL: "run-7",
+    }
+    assert "namespace" not in dep["metadata"]
+    assert dep["spec"]["template"]["metadata"]["labels"] == {
+        "app": "llm",
+        "app.kubernetes.io/managed-by": "gpuplace",
+        PLAN_LABEL: "p1",
+    }
+    assert PLAN_LABEL not in json.dumps(bundle.manifests[0])  # the loaded plan is not mutated
+
+
+def _dep(
+    generation: int, observed: int, want: int, updated: int, total: int, available: int
+) -> dict[str, object]:
+    return {
+        "metadata": {"name": "llm", "generation": generation},
+        "spec": {"replicas": want},
+        "status": {
+            "observedGeneration": observed,
+            "updatedReplicas": updated,
+            "replicas": total,
+            "availableReplicas": available,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("dep", "complete"),
+    [
+        (_dep(2, 2, 3, 3, 3, 3), True),
+        (_dep(2, 1, 3, 3, 3, 3), False),  # controller has not seen the new spec
+        (_dep(2, 2, 3, 2, 3, 3), False),  # one old pod left
+        (_dep(2, 2, 3, 3, 4, 3), False),  # surge pod still there
+        (_dep(2, 2, 3, 3, 3, 2), False),
+    ],
+)
+def test_rollout_completion(dep: dict[str, object], complete: bool) -> None:
+    done, line = deployment_progress(dep)
+    assert done is complete
+    assert line.startswith("Deployment llm: ")
+
+
+def test_pod_record_times() -> None:
+    pod = {
+        "metadata": {"name": "llm-1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"},
+            ],
+        },
+    }
+    rec = pod_record(pod)
+    assert (rec.node, rec.phase, rec.scheduling_s, rec.provisioning_s) == ("n1", "Running", 1.0, 4.0)
+    pending = pod_record(
+        {"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {}}
+    )
+    assert pending.node == "" and math.isnan(pending.scheduled_at_s) and math.isnan(pending.provisioning_s)
+
+
+def test_placement_matching_prefers_the_planned_node() -> None:
+    placements = (
+        PlannedReplica(0, "a", ("a/0",)),
+        PlannedReplica(1, "b", ("b/0",)),
+        PlannedReplica(2, "c", ("c/0",)),
+    )
+    pods = [PodRecord("p1", node="b"), PodRecord("p2", node="a"), PodRecord("p3", node="x")]
+    out = {p.name: p for p in match_placements(pods, placements, {})}
+    assert (out["p1"].planned_node, out["p1"].gpu_ids) == ("b", ("b/0",))
+    assert out["p2"].planned_node == "a"
+    assert out["p3"].planned_node == "c" and out["p3"].misplaced
+
+
+def test_placement_matching_uses_replica_labels() -> None:
+    placements = (PlannedReplica(0, "a"), PlannedReplica(1, "b"))
+    pods = [PodRecord("p1", node="a"), PodRecord("p2", node="b")]
+    out = {p.name: p for p in match_placements(pods, placements, {"p1": 1, "p2": 0})}
+    assert out["p1"].planned_node == "b" and out["p1"].misplaced
+
+
+def test_rbac_role_is_namespaced_and_minimal() -> None:
+    sa, role, binding = deployer_rbac("ns1")
+    assert (sa["kind"], role["kind"], binding["kind"]) == ("ServiceAccount", "Role", "RoleBinding")
+    verbs = {v for r in role["rules"] for v in r["verbs"]}
+    assert verbs <= {"get", "list", "create", "patch", "delete"}
+    assert not any("secrets" in r["resources"] or "*" in r["resources"] for r in role["rules"])
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpuplace-deployer", "namespace": "ns1"}
+    ]
+
+
+def test_deploy_dispatcher_rejects_unknown_targets_and_local_teardown_needs_a_record(tmp_path: Path) -> None:
+    from gpuplace.deploy import deploy, teardown
+
+    with pytest.raises(InvalidInput, match="target='nomad'"):
+        deploy(tmp_path, target="nomad")
+    with pytest.raises(InvalidInput, match="record=None"):
+        teardown(target="local")
+
+
+def test_record_is_printed_with_provisioning_summary() -> None:
+    from gpuplace.deploy import format_record
+    from gpuplace.types import DeploymentRecord
+
+    pods = (
+        PodRecord(
+            "a", node="n1", planned_node="n1", phase="Running", created_at_s=0, scheduled_at_s=1, ready_at_s=3
+        ),
+        PodRecord(
+            "b", node="n2", planned_node="n1", phase="Running", created_at_s=0, scheduled_at_s=1, ready_at_s=5
+        ),
+    )
+    record = DeploymentRecord("kubernetes", "llm", "ns", "", "tiny", True, pods, notes=("x",))
+    text = format_record(record)
+    assert "p50 4.0 s, max 5.0 s over 2 pods" in text
+    assert "note: x" in text

@@ -1,0 +1,26 @@
+"""The load test's files when nothing completed: still valid JSON, failures counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpuplace.loadtest.metrics import prediction_error, summarize
+from gpuplace.loadtest.step import write_outputs
+from gpuplace.types.loadtest import RequestResult
+
+
+def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
+    failed = [
+        RequestResult(index=i, scheduled_s=0.0, start_s=0.0, prompt_tokens=8, max_tokens=4, success=False)
+        for i in range(3)
+    ]
+    report = summarize(failed, duration_s=1.0)
+    prediction = prediction_error(report, {"ttft_p99_s": 0.1, "tpot_p99_s": 0.02})
+    write_outputs(tmp_path, failed, report, prediction)
+    text = (tmp_path / "report.json").read_text()
+    assert "NaN" not in text
+    data = json.loads(text)
+    assert data["failed"] == 3 and data["completed"] == 0
+    measured = [m["measured_s"] for m in data["predicted_vs_measured"].values()]
+    assert measured and all(v is None for v in measured)

@@ -1,0 +1,417 @@
+"""The planner: latency model, shape choice, placement locality, errors, determinism, brute force.
+
+Profiles here are hand-made :class:`LatencyProfile` values (a llama-3.1-8b sweep with H100-like
+figures): the planner is a pure function of a profile, so a real GPU is not needed to test it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
+from gpuplace.errors import InvalidInput
+from gpuplace.inventory import load_inventory, parse_fleet
+from gpuplace.planner import NoFeasiblePlacement, PlanRequest, calibrate, plan_placement, predict
+from gpuplace.planner.core import _enumerate, _evaluate, _place, usable_nodes
+from gpuplace.planner.fragmentation import FragmentationModel
+from gpuplace.planner.latency import LINKS, Shape, link_gbps
+from gpuplace.planner.placement import FleetState, best_gpu_set, fit_score
+from gpuplace.types import (
+    DeviceInfo,
+    Distribution,
+    GpuDevice,
+    Inventory,
+    LatencyProfile,
+    Node,
+    PointResult,
+    SweepPoint,
+)
+from gpuplace.types.plan import PlacementPlan, Slo
+
+CATALOG = load_gpu_catalog()
+
+
+def synthetic_profile(
+    model: str = "llama-3.1-8b", *, decode_ms: float = 6.5, prefill_ms: float = 40.0
+) -> LatencyProfile:
+    """A profile as an H100 run of ``model`` would look: MBU ≈ 0.75, 5% spread in timings."""
+    arch = model_arch_from_config(model, resolve_model(model).config)
+    results = []
+    for batch in (1, 8):
+        point = SweepPoint(batch, 512, 128, "bfloat16", "eager")
+        step = decode_ms / 1000 * (1 + 0.02 * (batch - 1))
+        pre = prefill_ms / 1000 * batch
+        bytes_step = arch.decode_weight_params * 2 + batch * 576 * arch.kv_bytes_per_token(2)
+        floor = bytes_step / 3.35e12
+        results.append(
+            PointResult(
+                point=point,
+                ok=True,
+                repeats=20,
+                prefill=Distribution.of(pre * (1 + 0.01 * i) for i in range(20)),
+                decode_step=Distribution.of(step * (1 + 0.005 * i) for i in range(200)),
+                tpot=Distribution.of(step * (1 + 0.003 * i) for i in range(20)),
+                e2e=Distribution.of([pre + 127 * step]),
+                decode_bytes_per_step=bytes_step,
+                decode_floor_s=floor,
+                mbu=floor / step,
+                prefill_flops=2 * arch.num_params * 512 * batch,
+                mfu=2 * arch.num_params * 512 * batch / (pre * 989e12),
+            )
+        )
+    device = DeviceInfo(
+        kind="cuda", name="NVIDIA H100 80GB HBM3", memory_gib=79.6, catalog_gpu="H100-SXM5-80GB"
+    )
+    return LatencyProfile(arch, device, tuple(results), 3350.0, "catalog:H100-SXM5-80GB", {"bfloat16": 989.0})
+
+
+PROFILE = synthetic_profile()
+SLO = Slo(tpot_p99_s=0.05, ttft_p99_s=2.0, rate_rps=5.0)
+
+
+def test_calibration_carries_measured_efficiency() -> None:
+    cal = calibrate(PROFILE)
+    assert 0.6 < cal.mbu < 0.8
+    assert cal.tpot_tail > 1 and cal.prefill_tail > 1
+
+
+def test_prediction_on_the_profiled_gpu_matches_the_profile_at_low_load() -> None:
+    cal = calibrate(PROFILE)
+    pred = predict(cal, Shape(CATALOG.get("H100-SXM5-80GB"), memory_gib=79.6), Slo(1, 10, 0.01), 1)
+    measured = PROFILE.results[0].tpot.p50
+    assert pred.tpot_p50_s == pytest.approx(measured, rel=0.15)
+
+
+def test_slower_gpu_higher_rate_and_mig_slices_predict_slower() -> None:
+    cal = calibrate(PROFILE)
+    h100 = Shape(CATALOG.get("H100-SXM5-80GB"))
+    a100 = Shape(CATALOG.get("A100-SXM4-80GB"))
+    mig = replace(a100, bandwidth_share=4 / 8, compute_share=3 / 7)
+    base = predict(cal, h100, SLO, 1)
+    assert predict(cal, a100, SLO, 1).tpot_p50_s > base.tpot_p50_s
+    assert predict(cal, mig, SLO, 1).tpot_p50_s > predict(cal, a100, SLO, 1).tpot_p50_s
+    assert predict(cal, h100, replace(SLO, rate_rps=20), 1).ttft_p99_s > base.ttft_p99_s
+    assert predict(cal, h100, SLO, 2).tpot_p50_s <= base.tpot_p50_s
+
+
+def test_tensor_parallel_cost_depends_on_the_interconnect() -> None:
+    cal = calibrate(PROFILE)
+    spec = CATALOG.get("H100-SXM5-80GB")
+    by_link = {
+        link: predict(cal, Shape(spec, tp=4, link=link), SLO, 1).tpot_p50_s
+        for link in LINKS
+        if link != "single"
+    }
+    assert by_link["nvlink"] < by_link["pcie-switch"] < by_link["numa"] < by_link["cross-numa"]
+    assert link_gbps(spec, "nvlink") > link_gbps(spec, "pcie-switch")
+
+
+def test_overloaded_replica_is_unstable() -> None:
+    cal = calibrate(PROFILE)
+    pred = predict(cal, Shape(CATALOG.get("L4-24GB")), replace(SLO, rate_rps=500), 1)
+    assert not pred.stable and math.isinf(pred.tpot_p99_s)
+
+
+def test_plan_on_mixed_fleet_is_cheapest_feasible_and_placed_on_free_gpus() -> None:
+    inv = load_inventory("mixed-a100-h100-l4")
+    plan = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", SLO))
+    feasible = [c for c in plan.candidates if c.verdict in ("chosen", "feasible")]
+    assert plan.chosen.verdict == "chosen"
+    assert plan.chosen.cost_usd_per_hour == min(c.cost_usd_per_hour for c in feasible)
+    assert plan.replicas == plan.chosen.replicas and plan.replicas >= 1
+    free = {g.id for _, g in inv.devices() if g.allocated == 0}
+    for p in plan.placements:
+        assert p.fit_score >= plan.fit_threshold
+        if plan.chosen.kind != "shared":
+            assert set(p.gpu_ids) <= free
+    pred = plan.chosen.prediction
+    assert pred is not None and pred.tpot_p99_s <= SLO.tpot_p99_s and pred.ttft_p99_s <= SLO.ttft_p99_s
+
+
+def test_tp_group_prefers_nvlink_then_one_numa_node() -> None:
+    inv = load_inventory("h100-nvlink")
+    node = inv.nodes[0]
+    chosen = best_gpu_set(list(node.gpus), 4)
+    assert chosen is not None and {g.numa_node for g in chosen} == {0}
+    pcie_only = [replace(g, nvlink_island="") for g in node.gpus]
+    pair = best_gpu_set(pcie_only[1:], 2)  # gpu1 is alone on its switch now; gpu2+gpu3 share one
+    assert pair is not None and len({g.pcie_switch for g in pair}) == 1
+    quad = best_gpu_set([pcie_only[i] for i in (0, 1, 2, 4, 5)], 4)
+    assert quad is not None and len({g.numa_node for g in quad}) == 2  # only cross-NUMA fits
+
+
+def test_tensor_parallel_plan_keeps_groups_on_one_node_and_nvlink() -> None:
+    profile = synthetic_profile("llama-3.1-70b", decode_ms=45, prefill_ms=300)
+    plan = plan_placement(
+        profile,
+        load_inventory("h100-nvlink"),
+        CATALOG,
+        PlanRequest("llama-3.1-70b", Slo(0.1, 5.0, 1.0), kinds=("whole",)),
+    )
+    assert plan.chosen.tp >= 2
+    for p in plan.placements:
+        assert len({gid.split("/")[0] for gid in p.gpu_ids}) == 1
+        assert p.interconnect == "nvlink" and p.numa_node is not None
+
+
+def test_replicas_spread_over_distinct_nodes_when_possible() -> None:
+    plan = plan_placement(
+        PROFILE,
+        load_inventory("h100-nvlink"),
+        CATALOG,
+        PlanRequest("llama-3.1-8b", replace(SLO, rate_rps=40)),
+    )
+    nodes = [p.node for p in plan.placements]
+    assert plan.replicas > 1 and len(set(nodes)) == min(len(nodes), 4)
+
+
+def test_same_input_same_plan() -> None:
+    inv = load_inventory("mixed-a100-h100-l4")
+    a = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", SLO))
+    b = plan_placement(
+        PROFILE, load_inventory("mixed-a100-h100-l4"), CATALOG, PlanRequest("llama-3.1-8b", SLO)
+    )
+    assert a == b and a.plan_id == b.plan_id
+    c = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", replace(SLO, rate_rps=6)))
+    assert c.plan_id != a.plan_id
+
+
+def test_plan_json_round_trips() -> None:
+    plan = plan_placement(
+        PROFILE, load_inventory("mixed-a100-h100-l4"), CATALOG, PlanRequest("llama-3.1-8b", SLO)
+    )
+    data = plan.to_json_dict()
+    back = PlacementPlan.from_json_dict(data)
+    assert back.to_json_dict() == data  # NaN and ∞ are written as null, so compare the JSON
+    assert back.placements == plan.placements and back.plan_id == plan.plan_id
+
+
+def test_infeasible_request_lists_every_shape_the_closest_miss_and_a_fix() -> None:
+    with pytest.raises(NoFeasiblePlacement) as err:
+        plan_placement(
+            PROFILE, load_inventory("h100-nvlink"), CATALOG, PlanRequest("llama-3.1-8b", Slo(0.001, 2.0, 5.0))
+        )
+    text = str(err.value)
+    assert "closest:" in text and "To fix:" in text and "relax the SLO" in text
+    assert err.value.closest is not None
+    assert len(err.value.rejected) >= 4 and all(c.reason for c in err.value.rejected)
+
+
+def test_memory_rejects_a_model_that_does_not_fit() -> None:
+    profile = synthetic_profile("llama-3.1-70b", decode_ms=45, prefill_ms=300)
+    with pytest.raises(NoFeasiblePlacement) as err:
+        plan_placement(
+            profile,
+            load_inventory("mixed-a100-h100-l4"),
+            CATALOG,
+            PlanRequest("llama-3.1-70b", SLO, gpus=("L4-24GB",)),
+        )
+    assert any("GiB" in c.reason for c in err.value.rejected)
+
+
+def test_profile_of_another_model_is_an_input_error() -> None:
+    with pytest.raises(InvalidInput) as err:
+        plan_placement(PROFILE, load_inventory("h100-nvlink"), CATALOG, PlanRequest("mistral-7b", SLO))
+    assert err.value.field == "model" and "llama-3.1-8b" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"tpot_p99_s": 0}, "tpot_p99_s"),
+        ({"ttft_p99_s": -1}, "ttft_p99_s"),
+        ({"rate_rps": 0}, "rate_rps"),
+        ({"rate_rps": math.nan}, "rate_rps"),
+    ],
+)
+def test_bad_slo_names_the_field(kwargs: dict[str, float], field: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        Slo(**({"tpot_p99_s": 0.05, "ttft_p99_s": 2.0, "rate_rps": 5.0} | kwargs))
+    assert err.value.field == field
+
+
+def test_bad_fit_threshold() -> None:
+    with pytest.raises(InvalidInput, match="fit_threshold"):
+        PlanRequest("m", SLO, fit_threshold=1.5)
+
+
+def test_fit_score_terms() -> None:
+    assert fit_score(0.5, 0.5, "nvlink", 0.0, 1) == pytest.approx(1.0)
+    assert fit_score(0.5, 0.5, "cross-numa", 0.0, 1) == pytest.approx(1 - 0.25 * 0.5)
+    assert fit_score(1.0, 0.5, "nvlink", 0.0, 1) == pytest.approx(0.6)
+    assert fit_score(0.5, 0.5, "nvlink", 2.0, 1) == pytest.approx(0.85)
+    assert 0 <= fit_score(math.inf, math.inf, "cross-numa", 9, 1) <= 1
+
+
+def test_high_threshold_rejects_cross_numa_placements() -> None:
+    # Only a cross-NUMA pair is free (70B needs TP≥2); with the threshold above its fit, it is rejected.
+    node = load_inventory("h100-nvlink").nodes[0]
+    gpus = tuple(replace(g, nvlink_island="", allocated=0.0 if g.index in (0, 4) else 1.0) for g in node.gpus)
+    inv = Inventory((replace(node, gpus=gpus),), source="t")
+    profile = synthetic_profile("llama-3.1-70b", decode_ms=45, prefill_ms=300)
+    req = PlanRequest("llama-3.1-70b", Slo(0.5, 20.0, 0.2), kinds=("whole",), fit_threshold=0.5)
+    assert plan_placement(profile, inv, CATALOG, req).placements[0].interconnect == "cross-numa"
+    with pytest.raises(NoFeasiblePlacement) as err:
+        plan_placement(profile, inv, CATALOG, replace(req, fit_threshold=0.9))
+    assert "fit score" in str(err.value) and "lower --fit-threshold" in str(err.value)
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+GPU_MODELS = ("H100-SXM5-80GB", "A100-SXM4-80GB", "L4-24GB")
+
+
+@st.composite
+def fleets(draw: st.DrawFn, max_nodes: int = 4) -> Inventory:
+    nodes = []
+    for i in range(draw(st.integers(1, max_nodes))):
+        model = draw(st.sampled_from(GPU_MODELS))
+        count = draw(st.sampled_from((1, 2, 4, 8)))
+        numa = draw(st.sampled_from((1, 2))) if count > 1 else 1
+        nvlink = model != "L4-24GB" and draw(st.booleans())
+        sharing = draw(st.sampled_from((1, 1, 2))) if model == "L4-24GB" else 1
+        mig = model == "A100-SXM4-80GB" and draw(st.booleans())
+        name = f"n{i}"
+        gpus: list[GpuDevice] = []
+        for k in range(count):
+            numa_node = k * numa // count
+            if mig and k == count - 1:
+                for j, prof in enumerate(("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb")):
+                    gpus.append(
+                        GpuDevice(
+                            f"{name}/gpu{k}/{prof}-{j}",
+                            k,
+                            model,
+                            memory_gib=40.0,
+                            numa_node=numa_node,
+                            mig_profile=prof,
+                            allocated=float(draw(st.booleans())),
+                        )
+                    )
+                continue
+            alloc = (
+                draw(st.sampled_from((0.0, 0.0, 0.5, 1.0)))
+                if sharing > 1
+                else draw(st.sampled_from((0.0, 0.0, 1.0)))
+            )
+            gpus.append(
+                GpuDevice(
+                    f"{name}/gpu{k}",
+                    k,
+                    model,
+                    memory_gib=CATALOG.get(model).memory_gib,
+                    numa_node=numa_node,
+                    pcie_switch=f"sw{k // 2}",
+                    nvlink_island="nv" if nvlink else "",
+                    allocated=alloc,
+                )
+            )
+        nodes.append(
+            Node(
+                name,
+                tuple(gpus),
+                numa_nodes=numa,
+                cpu_cores=64,
+                mig_strategy="mixed" if mig else "none",
+                gpu_sharing=sharing,
+            )
+        )
+    return Inventory(tuple(nodes), source="hypothesis")
+
+
+SLOS = st.builds(
+    Slo, st.sampled_from((0.02, 0.05, 0.2)), st.sampled_from((0.5, 2.0)), st.sampled_from((1.0, 5.0, 30.0))
+)
+
+
+def _plan_or_none(inv: Inventory, slo: Slo) -> PlacementPlan | None:
+    try:
+        return plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", slo))
+    except NoFeasiblePlacement:
+        return None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets(), SLOS)
+def test_no_gpu_or_slice_is_over_allocated_and_tp_stays_on_one_node(inv: Inventory, slo: Slo) -> None:
+    plan = _plan_or_none(inv, slo)
+    if plan is None:
+        return
+    devices = {g.id: (n, g) for n, g in inv.devices()}
+    taken: dict[str, float] = {}
+    for p in plan.placements:
+        assert len(p.gpu_ids) == plan.chosen.gpus_per_replica
+        for gid in p.gpu_ids:
+            node, g = devices[gid]
+            assert node.name == p.node and g.gpu == plan.chosen.gpu
+            taken[gid] = taken.get(gid, 0.0) + (plan.chosen.share if plan.chosen.kind == "shared" else 1.0)
+            assert (
+                (g.mig_profile == plan.chosen.mig_profile) if plan.chosen.kind == "mig" else not g.mig_profile
+            )
+    for gid, share in taken.items():
+        assert devices[gid][1].allocated + share <= 1.0 + 1e-9
+
+
+@settings(max_examples=25, deadline=None)
+@given(fleets(), SLOS)
+def test_same_input_same_plan_property(inv: Inventory, slo: Slo) -> None:
+    assert _plan_or_none(inv, slo) == _plan_or_none(inv, slo)
+
+
+def _brute_force_cost(inv: Inventory, slo: Slo) -> float | None:
+    """Cheapest cost over every shape × every replica count (no bisection, no ordering shortcut),
+    counting a shape only if its replicas can actually be placed above the fit threshold."""
+    request = PlanRequest("llama-3.1-8b", slo)
+    cal = calibrate(PROFILE)
+    usable = usable_nodes(inv, request.tolerated_taints)
+    shapes, _ = _enumerate(usable, CATALOG, request, cal)
+    frag = FragmentationModel(request.task_mix)
+    best = None
+    for shape in shapes:
+        for r in range(1, shape.units + 1):
+            cand = _evaluate(replace(shape, units=r), cal, request)
+            if cand.verdict == "feasible" and cand.replicas == r:
+                placements, _ = _place(cand, shape, FleetState.of(inv.nodes, frag), usable, cal, request)
+                if placements:
+                    best = cand.cost_usd_per_hour if best is None else min(best, cand.cost_usd_per_hour)
+                break
+    return best
+
+
+@settings(max_examples=40, deadline=None)
+@given(fleets(max_nodes=4), SLOS)
+def test_planner_cost_equals_brute_force_on_small_fleets(inv: Inventory, slo: Slo) -> None:
+    plan = _plan_or_none(inv, slo)
+    brute = _brute_force_cost(inv, slo)
+    if plan is None:
+        assert brute is None
+        return
+    reasons = [(c.label, c.cost_usd_per_hour, c.reason) for c in plan.candidates]
+    assert brute is not None and plan.chosen.cost_usd_per_hour == pytest.approx(brute), reasons
+
+
+def test_fleet_file_with_time_slicing_offers_shared_shape() -> None:
+    inv = parse_fleet(
+        {"nodes": [{"name": "a", "time_slicing": 4, "gpus": [{"product": "H100-SXM5-80GB", "count": 1}]}]},
+        "t",
+        CATALOG,
+    )
+    plan = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", Slo(0.5, 20.0, 0.1)))
+    assert plan.chosen.kind == "shared" and plan.chosen.share == 0.25
+
+
+def test_planner_and_manifests_import_nothing_heavy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gpuplace.planner, gpuplace.manifests, gpuplace.planner.replay, gpuplace.inventory;"
+        "print(sorted(m for m in ('torch', 'kubernetes', 'mlflow', 'kfp', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,115 @@
+"""Tracking without a server: the naming scheme, the secret filter, the URI resolution, the CLI errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from gpuplace.cli import main
+from gpuplace.tracking.config import local_config, resolve_tracking
+from gpuplace.tracking.naming import KINDS, base_tags, finite, path_metric_dict
+from gpuplace.tracking.secrets import REDACTED, is_secret_key, redact_pairs, redact_text, secret_env_values
+from gpuplace.types.compare import PathMetrics
+
+
+def test_path_metric_keys_carry_units_and_drop_unknown_values() -> None:
+    fields = {f: 0.5 for f, t in PathMetrics.__dataclass_fields__.items() if t.type == "float"}
+    fields["cost_usd_per_month"] = math.nan
+    m = PathMetrics(path="native", serving_target="local", completed=3, failed=1, gpus=2, **fields)  # type: ignore[arg-type]
+    d = path_metric_dict(m)
+    assert d["ttft_p99_ms"] == 500.0 and d["provisioning_s"] == 0.5 and d["gpus"] == 2.0
+    assert "cost_usd_per_month" not in d
+    assert finite({"a": math.inf, "b": 1}) == {"b": 1.0}
+
+
+def test_base_tags_name_kind_version_and_commit() -> None:
+    tags = base_tags("path", model="m", commit="abc")
+    assert tags["gpuplace.kind"] == "path" and tags["mlflow.source.git.commit"] == "abc"
+    assert "gpuplace.gpu_model" not in tags
+    assert set(KINDS) == {"pipeline", "step", "path", "sweep_point"}
+    with pytest.raises(ValueError, match="run kind"):
+        base_tags("nope")
+
+
+def test_secret_keys_and_values_are_redacted() -> None:
+    assert (
+        is_secret_key("MLFLOW_TRACKING_TOKEN")
+        and is_secret_key("Authorization")
+        and is_secret_key("kubeconfig")
+    )
+    assert not is_secret_key("prompt_tokens") and not is_secret_key("tokenizer")
+    text = (
+        "GET http://bob:hunter2@host:5000/x\nAuthorization: Bearer abcdefghijklmnop\n"
+        "users:\n- name: u\n  user:\n    token: s3cr3t-token-value\n    client-key-data: LS0tLS1CRUdJTg==\n"
+        "jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4 hf_abcdefghijklmnopqrst"
+    )
+    out = redact_text(text, ())
+    for secret in (
+        "hunter2",
+        "abcdefghijklmnop",
+        "s3cr3t-token-value",
+        "LS0tLS1CRUdJTg",
+        "SflKxwRJ",
+        "hf_abcdefghij",
+    ):
+        assert secret not in out
+    assert "http://bob:" + REDACTED + "@host:5000/x" in out and "token: " + REDACTED in out
+    env = secret_env_values({"HF_TOKEN": "verysecretvalue", "HOME": "/root"})
+    assert env == ("verysecretvalue",)
+    assert redact_pairs({"note": "uses verysecretvalue", "api_key": "x", "model": "m"}, env) == {
+        "note": f"uses {REDACTED}",
+        "api_key": REDACTED,
+        "model": "m",
+    }
+
+
+def test_uri_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = resolve_tracking(workdir=tmp_path)
+    assert cfg.local and cfg.uri == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
+    assert "mlflow ui --backend-store-uri sqlite:///" in cfg.describe()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/other.db")
+    assert resolve_tracking(workdir=tmp_path).uri.endswith("other.db")
+    assert local_config(tmp_path / "w").artifact_location.startswith("file://")
+
+
+def test_compare_cli_names_the_missing_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "--native-deployment", "a.json", "--native-loadtest", "lt"]) == 2
+    err = capsys.readouterr().err
+    assert "kubeflow_deployment" in err and "kubeflow path's results are missing" in err
+
+
+def test_compare_cli_rejects_bad_weights_before_reading_files(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "compare",
+        "--native-deployment",
+        "a",
+        "--native-loadtest",
+        "b",
+        "--kubeflow-deployment",
+        "c",
+        "--kubeflow-loadtest",
+        "d",
+        "--weights",
+        "tpot_p99=0.5,cost=0.2",
+    ]
+    assert main(args) == 2
+    assert "weights='tpot_p99=0.5,cost=0.2': weights sum to 0.7, not 1" in capsys.readouterr().err
+
+
+def test_compare_cli_names_a_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    args = [
+        "compare",
+        "--native-deployment",
+        str(tmp_path / "none.json"),
+        "--native-loadtest",
+        "b",
+        "--kubeflow-deployment",
+        "c",
+        "--kubeflow-loadtest",
+        "d",
+    ]
+    assert main(args) == 2
+    assert "native_deployment=" in capsys.readouterr().err
