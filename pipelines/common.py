@@ -1,9 +1,10 @@
 """Steps both pipelines share: profile on the requested GPU → discover the fleet → plan."""
 
+from kfp import dsl
+
 from components.placement.discover_inventory import discover_inventory
 from components.placement.plan_placement import plan_placement
 from components.profiling.profile_latency import profile_latency
-from kfp import dsl
 
 
 def profile_and_plan(

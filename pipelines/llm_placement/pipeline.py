@@ -6,12 +6,12 @@ labelled everything with. Defaults suit a cluster (a GPU, the live cluster's fle
 ``kubernetes`` target); ``gpuplace run`` passes local values (README.md beside this file).
 """
 
+from kfp import dsl
+
 from components.benchmarking.load_test import load_test
 from components.reporting.track_run import track_run
 from components.serving.deploy_inference import deploy_inference
 from components.serving.teardown_inference import teardown_inference
-from kfp import dsl
-
 from pipelines.common import profile_and_plan
 
 

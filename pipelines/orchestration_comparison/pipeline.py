@@ -12,13 +12,13 @@ an exit handler, by run id. In local runs (``gpuplace run --compare``) both path
 serving target and kfp-kubernetes placement is not applied; the report says so.
 """
 
+from kfp import dsl, kubernetes
+
 from components.benchmarking.load_test import load_test
 from components.benchmarking.serve_and_load_test import serve_and_load_test
 from components.reporting.compare_paths import compare_paths
 from components.serving.deploy_inference import deploy_inference
 from components.serving.teardown_inference import teardown_inference
-from kfp import dsl, kubernetes
-
 from pipelines.common import profile_and_plan
 
 

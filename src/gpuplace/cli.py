@@ -231,6 +231,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpuplace.compare.command",
     "gpuplace.inventory.commands",
     "gpuplace.planner.commands",
+    "gpuplace.extender.commands",
 )
 
 

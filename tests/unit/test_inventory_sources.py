@@ -150,3 +150,12 @@ def test_time_slicing_survives_the_round_trip() -> None:
     back = inventory_from_objects([node_object(shared)], [gpu_pod(shared.name, "nvidia.com/gpu", 1)]).nodes[0]
     assert back.gpu_sharing == 2
     assert [g.allocated for g in back.gpus] == [0.5, 0, 0, 0]
+
+
+@pytest.mark.parametrize("bad", [".", "", "abc", "1.2.3", "5Xi"])
+def test_quantity_rejects_what_is_not_a_quantity(bad: str) -> None:
+    from gpuplace.errors import InvalidInput
+    from gpuplace.inventory.cluster import quantity
+
+    with pytest.raises(InvalidInput, match="is not a Kubernetes quantity"):
+        quantity(bad, "node/x.capacity.nvidia.com/gpu")

@@ -50,9 +50,13 @@ _MIG_PRODUCT = re.compile(r"^(.*)-MIG-(\d+g\.\d+gb)$")
 def quantity(value: object, field: str) -> float:
     """A Kubernetes resource quantity (``"96"``, ``"500m"``, ``"1024Gi"``) as a number."""
     m = _QUANTITY.match(str(value).strip())
-    if not m:
+    try:
+        number = float(m.group(1)) if m else None  # the pattern admits a bare "." that float() refuses
+    except ValueError:
+        number = None
+    if m is None or number is None:
         raise InvalidInput(field, value, "is not a Kubernetes quantity", "e.g. 8, 500m, 64Gi")
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
+    return number * _SUFFIX[m.group(2)]
 
 
 def _first_label(labels: Mapping[str, str], keys: Sequence[str]) -> str:
