@@ -140,6 +140,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--target", default="local", choices=["local", "kubernetes"], help="serving target")
     p.add_argument("--kubeconfig", default="", help="cluster for --target kubernetes")
     p.add_argument("--namespace", default="default", help="namespace for --target kubernetes")
+    p.add_argument(
+        "--mlflow-uri", default="", help="MLflow server (default: $MLFLOW_TRACKING_URI, else a local store)"
+    )
     p.set_defaults(func=_cmd_run)
 
 
@@ -160,6 +163,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target=args.target,
         kubeconfig=args.kubeconfig,
         namespace=args.namespace,
+        mlflow_uri=args.mlflow_uri,
     )
     result = run_main_job(config)
     print()

@@ -35,6 +35,7 @@ class MainJobConfig:
     target: str = "local"  # or "kubernetes": deploy to the cluster of `kubeconfig`
     kubeconfig: str = ""
     namespace: str = "default"
+    mlflow_uri: str = ""  # "" = $MLFLOW_TRACKING_URI, else a local store in the run directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,7 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         loadtest_prompt_tokens="64",
         loadtest_output_tokens="16",
         loadtest_max_requests=config.max_requests,
+        mlflow_uri=config.mlflow_uri,
         **_profile_args(model),
     )
     if config.compare:
@@ -140,6 +142,8 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         store = run_dir / "mlflow"
     db, artifacts = store / "mlflow.db", store / "artifacts"
     mlflow = f"mlflow ui --backend-store-uri sqlite:///{db} --default-artifact-root {artifacts}"
+    if config.mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI"):
+        mlflow = f"open {config.mlflow_uri or os.environ['MLFLOW_TRACKING_URI']} (experiment 'gpuplace')"
     return MainJobResult(config, model, run_dir, outputs, plan, measured, mlflow, report, comparison)
 
 

@@ -61,52 +61,59 @@ def test_static_cache_decode_matches_eager_tokens() -> None:
     assert torch.equal(tokens["eager"], tokens["static"])
 
 
-def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real `mlflow server` (SQLite store, artifacts folder) on a loopback port."""
+    from gpuplace.tracking.server import start_local_server
+
+    server = start_local_server(tmp_path_factory.mktemp("mlflow-server"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _runs(uri: str) -> list:  # type: ignore[type-arg]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("gpuplace")
+    assert experiment is not None
+    return list(client.search_runs([experiment.experiment_id], max_results=500))
+
+
+def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_server) -> None:  # type: ignore[no-untyped-def]
     """`gpuplace run`: every step of llm_placement as real components under kfp.local, with a real
-    local inference server and a local MLflow store, then the summary."""
+    local inference server and a real MLflow server, then the summary."""
     import json
 
-    assert main(["run", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "6"]) == 0
+    argv = ["run", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "6"]
+    assert main([*argv, "--mlflow-uri", mlflow_server.uri]) == 0
     out = capsys.readouterr().out
-    for line in (
-        "chosen shape",
-        "p99 TTFT (ms)",
-        "p99 TPOT (ms)",
-        "cost",
-        "fragmentation",
-        "MLflow",
-        "mlflow ui",
-    ):
+    for line in ("chosen shape", "p99 TTFT (ms)", "p99 TPOT (ms)", "cost", "fragmentation", "MLflow"):
         assert line in out
     run_dir = next((tmp_path / "runs").iterdir())
     report = json.loads(next(run_dir.rglob("load-test/report")).read_text())
     assert report["completed"] == 6 and report["failed"] == 0
     profiles = [p for p in run_dir.rglob("profile-latency/profile") if p.is_file()]
     assert [r.point.batch_size for r in load_profile(profiles[0]).results] == [1, 4]
-    assert (run_dir / "mlflow" / "mlflow.db").is_file()
     # the exit handler stopped the server the deploy step started
     teardown = json.loads(next(run_dir.rglob("teardown-inference/executor_output.json")).read_text())
     assert "stopped local server" in json.dumps(teardown)
+    # one parent run with a child per step, in the real MLflow server
+    runs = _runs(mlflow_server.uri)
+    parents = [r for r in runs if r.data.tags.get("mlflow.parentRunId") is None]
+    assert len(parents) == 1
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(children) >= 3  # profile, plan, the serving path
 
 
-def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    assert (
-        main(
-            [
-                "run",
-                "--compare",
-                "--workdir",
-                str(tmp_path / "runs"),
-                "--device",
-                "cpu",
-                "--max-requests",
-                "4",
-            ]
-        )
-        == 0
-    )
+    before = len(_runs(mlflow_server.uri))
+    argv = ["run", "--compare", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "4"]
+    assert main([*argv, "--mlflow-uri", mlflow_server.uri]) == 0
     out = capsys.readouterr().out
     assert "orchestration_comparison" in out and "comparison        winner" in out
     run_dir = next((tmp_path / "runs").iterdir())
@@ -114,6 +121,9 @@ def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys: pytest.Capture
     assert [p["path"] for p in comparison["paths"]] == ["native", "kubeflow"]
     report = next(run_dir.rglob("compare-paths/report_md")).read_text()
     assert "local serving target" in report
+    runs = _runs(mlflow_server.uri)
+    assert len(runs) > before
+    assert {"native", "kubeflow"} <= {r.data.tags.get("gpuplace.path") for r in runs}
 
 
 def test_main_job_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
