@@ -94,8 +94,8 @@ def pipeline(
         rate=rate,
     )
 
-    # Kubeflow path: KFP places this task's pod from the plan's outputs, at run time.
-    kubeflow = serve_and_load_test(
+    # Both paths are measured with the same workload against the same plan.
+    workload = dict(
         plan=plan.outputs["plan"],
         prompt_tokens=loadtest_prompt_tokens,
         output_tokens=loadtest_output_tokens,
@@ -103,7 +103,9 @@ def pipeline(
         max_requests=loadtest_max_requests,
         slo_ttft_ms=slo_ttft_ms,
         slo_tpot_ms=slo_tpot_ms,
-    ).set_display_name("kubeflow path: serve + load test")
+    )
+    # Kubeflow path: KFP places this task's pod from the plan's outputs, at run time.
+    kubeflow = serve_and_load_test(**workload).set_display_name("kubeflow path: serve + load test")
     kubernetes.add_node_affinity_json(kubeflow, plan.outputs["node_affinity"])
     kubernetes.add_toleration_json(kubeflow, plan.outputs["tolerations"])
     kubernetes.add_node_selector_json(kubeflow, plan.outputs["node_selector"])
@@ -125,16 +127,9 @@ def pipeline(
             timeout_s=rollout_timeout_s,
         ).set_display_name("native path: deploy")
         native.after(kubeflow)  # one path at a time, so they do not compete for the same GPUs or CPUs
-        native_lt = load_test(
-            deployment=native.outputs["deployment"],
-            plan=plan.outputs["plan"],
-            prompt_tokens=loadtest_prompt_tokens,
-            output_tokens=loadtest_output_tokens,
-            rate=rate,
-            max_requests=loadtest_max_requests,
-            slo_ttft_ms=slo_ttft_ms,
-            slo_tpot_ms=slo_tpot_ms,
-        ).set_display_name("native path: load test")
+        native_lt = load_test(deployment=native.outputs["deployment"], **workload).set_display_name(
+            "native path: load test"
+        )
         compare_paths(
             native_deployment=native.outputs["deployment"],
             native_loadtest=native_lt.outputs["report"],

@@ -225,6 +225,7 @@ def run_policy(
     api: Any, name: str, pods: list[dict[str, Any]], capacity: int, progress: Progress
 ) -> dict[str, Any]:
     from gpuplace.k8s.retry import Deadline
+    from gpuplace.k8s.rollout import wait_until_scheduled_or_unschedulable
 
     ns = f"replay-{name}"
     api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -234,22 +235,9 @@ def run_policy(
     for p in pods:
         api.create(p, ns)
     create_s = time.monotonic() - t0
-    deadline = Deadline(1800)
-    while True:
-        items = api.list("v1", "Pod", ns, deadline=deadline)
-        pending = [p for p in items if not p["spec"].get("nodeName")]
-        undecided = [
-            p
-            for p in pending
-            if not any(
-                c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-                for c in (p.get("status") or {}).get("conditions") or ()
-            )
-        ]
-        if not undecided or deadline.expired:
-            break
-        time.sleep(0.5)
+    pending = wait_until_scheduled_or_unschedulable(api, ns, deadline=Deadline(1800), interval_s=0.5)
     wall_s = time.monotonic() - t0
+    items = api.list("v1", "Pod", ns)
     bound_gpus = sum(
         int(p["spec"]["containers"][0]["resources"]["requests"][L.GPU_RESOURCE])
         for p in items

@@ -37,6 +37,7 @@ from tests.integration.test_deploy import write_plan  # noqa: E402
 from gpuplace.inventory.alibaba import read_alibaba_nodes, read_alibaba_tasks  # noqa: E402
 from gpuplace.k8s import Api, connect, deploy_plan, load_plan_dir, teardown_plan  # noqa: E402
 from gpuplace.k8s.retry import Deadline  # noqa: E402
+from gpuplace.k8s.rollout import wait_until_scheduled_or_unschedulable  # noqa: E402
 from gpuplace.progress import Progress  # noqa: E402
 from gpuplace.testenv import ControlPlane, add_fleet, binaries, up  # noqa: E402
 from gpuplace.types import GpuDevice, Inventory, Node  # noqa: E402
@@ -201,21 +202,8 @@ def throughput(cp: ControlPlane, api: Api, pods_wanted: int, progress: Progress)
     create_s = time.monotonic() - t1
     t2 = time.monotonic()
     cp.start_process("kube-scheduler")
-    deadline = Deadline(900)
-    while True:
-        pending = api.list("v1", "Pod", "trace", field_selector="spec.nodeName=", deadline=deadline)
-        # Pods that fit nowhere stay pending with a FailedScheduling condition: they count as decided.
-        undecided = [
-            p
-            for p in pending
-            if not any(
-                c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-                for c in (p.get("status") or {}).get("conditions") or ()
-            )
-        ]
-        if not undecided or deadline.expired:
-            break
-        time.sleep(0.2)
+    # Pods that fit nowhere stay pending with an Unschedulable condition: they count as decided.
+    pending = wait_until_scheduled_or_unschedulable(api, "trace", deadline=Deadline(900), interval_s=0.2)
     sched_s = time.monotonic() - t2
     bound = len(pods) - len(pending)
     progress.advance(f"{bound} pods bound in {sched_s:.1f} s")

@@ -340,3 +340,14 @@ def test_record_is_printed_with_provisioning_summary() -> None:
     text = format_record(record)
     assert "p50 4.0 s, max 5.0 s over 2 pods" in text
     assert "note: x" in text
+
+
+def test_unschedulable_reads_the_pod_scheduled_condition() -> None:
+    from gpuplace.k8s.rollout import unschedulable
+
+    refused = {
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    }
+    assert unschedulable(refused)
+    assert not unschedulable({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}})
+    assert not unschedulable({})

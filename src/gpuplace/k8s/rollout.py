@@ -152,3 +152,23 @@ def pod_record(pod: Mapping[str, Any]) -> PodRecord:
         scheduled_at_s=_condition_time(pod, "PodScheduled"),
         ready_at_s=_condition_time(pod, "Ready"),
     )
+
+
+def unschedulable(pod: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler has decided the pod fits nowhere (PodScheduled=False, Unschedulable)."""
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+def wait_until_scheduled_or_unschedulable(
+    api: Api, namespace: str, *, deadline: Deadline, interval_s: float = 0.25
+) -> list[dict[str, Any]]:
+    """Poll until every pod in ``namespace`` is bound or marked unschedulable (or the deadline
+    passes); returns the pods still unbound. Used by the scheduler benchmarks."""
+    while True:
+        pending = api.list("v1", "Pod", namespace, field_selector="spec.nodeName=", deadline=deadline)
+        if all(unschedulable(p) for p in pending) or deadline.expired:
+            return pending
+        time.sleep(interval_s)
