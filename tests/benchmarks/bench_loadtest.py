@@ -55,7 +55,7 @@ def start_test_server(port: int) -> subprocess.Popen[bytes]:
 def run_point(url: str, rate: float | None, n: int, *, concurrency: int | None = None, seed: int = 0) -> Any:
     from gpuplace.loadtest.client import EndpointState
     from gpuplace.loadtest.runner import RunOptions, run_load
-    from gpuplace.loadtest.workload import LengthDist, synthetic
+    from gpuplace.workload import LengthDist, synthetic
 
     specs = synthetic(n, LengthDist("fixed", 16), LengthDist("fixed", 4), rate=rate, seed=seed)
     prompts = [" hello" * 15] * n
@@ -106,7 +106,7 @@ def overhead(url: str) -> dict[str, float]:
 def ks_tests(achieved_starts: list[float], rate: float) -> dict[str, Any]:
     from scipy import stats
 
-    from gpuplace.loadtest.workload import arrival_times
+    from gpuplace.workload import arrival_times
 
     def ks(times: list[float], r: float) -> dict[str, float]:
         gaps = [b - a for a, b in itertools.pairwise(times)]

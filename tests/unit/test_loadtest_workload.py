@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuplace.errors import InvalidInput
-from gpuplace.loadtest.workload import LengthDist, arrival_times, read_trace, synthetic
+from gpuplace.workload import LengthDist, arrival_times, read_trace, synthetic
 
 
 def test_length_dist_parse_and_sample() -> None:

@@ -22,7 +22,7 @@ import aiohttp
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.client import EndpointState, send
 from gpuplace.loadtest.metrics import summarize
-from gpuplace.loadtest.workload import RequestSpec
+from gpuplace.workload import RequestSpec
 from gpuplace.progress import Progress
 from gpuplace.types.loadtest import LatencyReport, RequestResult, SloBounds
 

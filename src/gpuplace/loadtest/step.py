@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.metrics import prediction_error
-from gpuplace.loadtest.workload import ARRIVALS, LengthDist, RequestSpec, check_rate, read_trace, synthetic
+from gpuplace.workload import ARRIVALS, LengthDist, RequestSpec, check_rate, read_trace, synthetic
 from gpuplace.types import DeploymentRecord
 from gpuplace.types.core import json_clean
 from gpuplace.types.loadtest import LatencyReport, RequestResult, SloBounds

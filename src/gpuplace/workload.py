@@ -1,4 +1,5 @@
-"""Workloads: what to send (prompt and output lengths) and when (arrival times), seeded.
+"""Traffic shapes, shared by the planner's serving simulation and the load tester: what to send (prompt and
+output lengths) and when (arrival times), seeded. Pure standard library, so the planner may import it.
 
 A workload is a list of :class:`RequestSpec`. Synthetic workloads draw lengths from a
 :class:`LengthDist` (fixed, uniform or normal) and arrival times from a Poisson, gamma (burstiness)
