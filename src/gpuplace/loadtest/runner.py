@@ -22,9 +22,9 @@ import aiohttp
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.client import EndpointState, send
 from gpuplace.loadtest.metrics import summarize
-from gpuplace.workload import RequestSpec
 from gpuplace.progress import Progress
 from gpuplace.types.loadtest import LatencyReport, RequestResult, SloBounds
+from gpuplace.workload import RequestSpec
 
 # Sleep until this close to a send time, then yield to the loop without sleeping: asyncio's timer
 # granularity (about 1 ms) would otherwise make every request late.

@@ -18,10 +18,10 @@ from typing import Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.metrics import prediction_error
-from gpuplace.workload import ARRIVALS, LengthDist, RequestSpec, check_rate, read_trace, synthetic
 from gpuplace.types import DeploymentRecord
 from gpuplace.types.core import json_clean
 from gpuplace.types.loadtest import LatencyReport, RequestResult, SloBounds
+from gpuplace.workload import ARRIVALS, LengthDist, RequestSpec, check_rate, read_trace, synthetic
 
 APIS = ("completions", "chat")
 
