@@ -53,7 +53,7 @@ compile: $(STAMP)
 
 ## make bench: benchmarks; figures land in docs/benchmarks/
 bench: $(STAMP)
-	@set -e; for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b; done
+	@set -e; for b in tests/benchmarks/bench_*.py; do echo "== $$b"; PYTHONPATH=$(CURDIR) $(BIN)/python $$b; done
 
 ## make gpu-check: the GPU check (on a CUDA machine; see tests/gpu/run.sh)
 gpu-check:

@@ -26,5 +26,7 @@ def kfp_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
     root = tmp_path / "kfp-outputs"
     monkeypatch.chdir(tmp_path)
+    # Task subprocesses start in tmp_path: let test-only components import tests.support too.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
     yield root

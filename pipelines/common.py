@@ -2,9 +2,9 @@
 
 from kfp import dsl
 
-from components.placement.discover_inventory import discover_inventory
-from components.placement.plan_placement import plan_placement
-from components.profiling.profile_latency import profile_latency
+from gpuplace.components.placement.discover_inventory import discover_inventory
+from gpuplace.components.placement.plan_placement import plan_placement
+from gpuplace.components.profiling.profile_latency import profile_latency
 
 
 def profile_and_plan(

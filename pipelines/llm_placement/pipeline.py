@@ -8,11 +8,11 @@ labelled everything with. Defaults suit a cluster (a GPU, the live cluster's fle
 
 from kfp import dsl
 
-from components.benchmarking.load_test import load_test
-from components.reporting.track_run import track_run
-from components.serving.deploy_inference import deploy_inference
-from components.serving.teardown_inference import teardown_inference
-from pipelines.common import profile_and_plan
+from gpuplace.components.benchmarking.load_test import load_test
+from gpuplace.components.reporting.track_run import track_run
+from gpuplace.components.serving.deploy_inference import deploy_inference
+from gpuplace.components.serving.teardown_inference import teardown_inference
+from gpuplace.pipelines.common import profile_and_plan
 
 
 @dsl.pipeline(
@@ -102,8 +102,6 @@ def pipeline(
             trace=trace,
             rate=rate,
             max_requests=loadtest_max_requests,
-            slo_ttft_ms=slo_ttft_ms,
-            slo_tpot_ms=slo_tpot_ms,
         ).set_display_name("load test")
         track_run(
             profile=profile.outputs["profile"],

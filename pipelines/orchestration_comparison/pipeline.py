@@ -14,12 +14,12 @@ serving target and kfp-kubernetes placement is not applied; the report says so.
 
 from kfp import dsl, kubernetes
 
-from components.benchmarking.load_test import load_test
-from components.benchmarking.serve_and_load_test import serve_and_load_test
-from components.reporting.compare_paths import compare_paths
-from components.serving.deploy_inference import deploy_inference
-from components.serving.teardown_inference import teardown_inference
-from pipelines.common import profile_and_plan
+from gpuplace.components.benchmarking.load_test import load_test
+from gpuplace.components.benchmarking.serve_and_load_test import serve_and_load_test
+from gpuplace.components.reporting.compare_paths import compare_paths
+from gpuplace.components.serving.deploy_inference import deploy_inference
+from gpuplace.components.serving.teardown_inference import teardown_inference
+from gpuplace.pipelines.common import profile_and_plan
 
 
 @dsl.pipeline(
@@ -94,15 +94,13 @@ def pipeline(
         rate=rate,
     )
 
-    # Both paths are measured with the same workload against the same plan.
+    # Both paths are measured with the same workload against the same plan (whose SLO judges both).
     workload = dict(
         plan=plan.outputs["plan"],
         prompt_tokens=loadtest_prompt_tokens,
         output_tokens=loadtest_output_tokens,
         rate=rate,
         max_requests=loadtest_max_requests,
-        slo_ttft_ms=slo_ttft_ms,
-        slo_tpot_ms=slo_tpot_ms,
     )
     # Kubeflow path: KFP places this task's pod from the plan's outputs, at run time.
     kubeflow = serve_and_load_test(**workload).set_display_name("kubeflow path: serve + load test")

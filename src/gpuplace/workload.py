@@ -13,66 +13,28 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplace.errors import InvalidInput
+from gpuplace.types.workload import ARRIVALS, LengthDist, RequestSpec, Traffic
 
-ARRIVALS = ("poisson", "gamma", "constant")
+__all__ = [
+    "ARRIVALS",
+    "LengthDist",
+    "RequestSpec",
+    "Traffic",
+    "arrival_times",
+    "check_rate",
+    "read_trace",
+    "synthetic",
+]
+
 # Column names accepted for trace files: the Azure trace's, and plain ones for user files.
 TRACE_COLUMNS = {
     "timestamp": ("TIMESTAMP", "timestamp", "timestamp_s"),
     "input_tokens": ("ContextTokens", "input_tokens", "prompt_tokens"),
     "output_tokens": ("GeneratedTokens", "output_tokens", "completion_tokens"),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSpec:
-    """One request to send: when (seconds after the run start; NaN = as soon as a slot is free)."""
-
-    index: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class LengthDist:
-    """Token lengths: ``fixed`` (a), ``uniform`` integers in [a, b], or ``normal`` (mean a, std b)."""
-
-    kind: str
-    a: float
-    b: float = 0.0
-
-    @classmethod
-    def parse(cls, text: str | int, *, field: str) -> LengthDist:
-        """``64`` | ``uniform:32:128`` | ``normal:64:16``."""
-        s = str(text).strip()
-        fix = "Give N, uniform:LO:HI or normal:MEAN:STD with positive token counts"
-        parts = s.split(":")
-        try:
-            if len(parts) == 1:
-                dist = cls("fixed", float(int(parts[0])))
-            elif len(parts) == 3 and parts[0] in ("uniform", "normal"):
-                dist = cls(parts[0], float(parts[1]), float(parts[2]))
-            else:
-                raise ValueError(s)
-        except ValueError:
-            raise InvalidInput(field, text, "is not a length distribution", fix) from None
-        if dist.a < 1 or (dist.kind == "uniform" and dist.b < dist.a) or dist.b < 0:
-            raise InvalidInput(field, text, "needs lengths ≥ 1 (and LO ≤ HI, STD ≥ 0)", fix)
-        return dist
-
-    def sample(self, rng: random.Random) -> int:
-        if self.kind == "fixed":
-            return int(self.a)
-        if self.kind == "uniform":
-            return rng.randint(int(self.a), int(self.b))
-        return max(1, round(rng.gauss(self.a, self.b)))
-
-    def describe(self) -> str:
-        return str(int(self.a)) if self.kind == "fixed" else f"{self.kind}:{self.a:g}:{self.b:g}"
 
 
 def check_rate(rate: float, field: str = "rate") -> float:

@@ -47,15 +47,15 @@ ALIBABA = SHARED / "alibaba-gpu-v2023"
 NODES_CSV = ALIBABA / "openb_node_list_gpu_node.csv"
 PODS_CSV = ALIBABA / "openb_pod_list_default.csv"
 
+from gpuplace import labels as L  # noqa: E402
 from gpuplace.extender.config import ExtenderSettings, scheduler_configuration  # noqa: E402
-from gpuplace.extender.localsched import start_scheduler  # noqa: E402
-from gpuplace.inventory import labels as L  # noqa: E402
 from gpuplace.inventory.alibaba import TraceTask, read_alibaba_nodes, read_alibaba_tasks  # noqa: E402
 from gpuplace.planner.fragmentation import MILLI, typical_mix  # noqa: E402
 from gpuplace.progress import Progress  # noqa: E402
 from gpuplace.testenv.controlplane import free_port  # noqa: E402
 from gpuplace.testenv.nodes import node_objects  # noqa: E402
 from gpuplace.types import Inventory  # noqa: E402
+from tests.support.localsched import start_scheduler  # noqa: E402
 
 
 def whole_gpu_tasks() -> list[TraceTask]:

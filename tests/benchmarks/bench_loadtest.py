@@ -37,7 +37,7 @@ def _log(msg: str) -> None:
 
 def start_test_server(port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuplace.loadtest.testserver", "--port", str(port)],
+        [sys.executable, "-m", "tests.support.testserver", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -120,8 +120,8 @@ def ks_tests(achieved_starts: list[float], rate: float) -> dict[str, Any]:
 
 
 def local_target() -> dict[str, Any]:
+    from gpuplace.deploy.local import deploy_local, teardown_local
     from gpuplace.loadtest.step import LoadTestConfig, run_sweep_step
-    from gpuplace.serving.local import deploy_local, teardown_local
 
     with tempfile.TemporaryDirectory() as tmp:
         _log("starting transformers serve (tiny preset, CPU)")
@@ -175,7 +175,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def main() -> None:
-    from gpuplace.serving.local import free_port
+    from gpuplace.deploy.local import free_port
 
     DOCS.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
@@ -244,7 +244,7 @@ bursts set the arrival-lag tail below, and figures move by tens of percent betwe
 ## Generator capacity
 
 Poisson arrivals for {POINT_SECONDS:g} s per rate against gpuplace's minimal streaming server
-(`python -m gpuplace.loadtest.testserver`, its own process; 16-token prompts, 4 output tokens, no
+(`python -m tests.support.testserver`, its own process; 16-token prompts, 4 output tokens, no
 server delay). Arrival lag = when a request was sent − when the Poisson schedule wanted it; the ratio
 column compares each rate's lag p99 with the lowest rate's, measured in the same run. TTFT here is
 mostly the client's and the server's own overhead.

@@ -32,15 +32,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # for tests.integration.test_deploy.write_plan
 
-from tests.integration.test_deploy import write_plan  # noqa: E402
-
 from gpuplace.inventory.alibaba import read_alibaba_nodes, read_alibaba_tasks  # noqa: E402
-from gpuplace.k8s import Api, connect, deploy_plan, load_plan_dir, teardown_plan  # noqa: E402
+from gpuplace.k8s import Api, connect, deploy_plan, teardown_plan  # noqa: E402
 from gpuplace.k8s.retry import Deadline  # noqa: E402
 from gpuplace.k8s.rollout import wait_until_scheduled_or_unschedulable  # noqa: E402
+from gpuplace.plandir import read_plan_dir  # noqa: E402
 from gpuplace.progress import Progress  # noqa: E402
 from gpuplace.testenv import ControlPlane, add_fleet, binaries, up  # noqa: E402
 from gpuplace.types import GpuDevice, Inventory, Node  # noqa: E402
+from tests.integration.test_deploy import write_plan  # noqa: E402
 
 OUT = REPO / "docs" / "benchmarks"
 SHARED = Path(os.environ.get("GPUPLACE_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -130,7 +130,7 @@ def rollout(cp: ControlPlane, api: Api, rounds: int, progress: Progress) -> dict
     for r in range(rounds):
         nodes = tuple(sorted(rng.sample([f"gpu-{i:03d}" for i in range(100)], 8)))
         with tempfile.TemporaryDirectory() as d:
-            bundle = load_plan_dir(write_plan(Path(d) / "plan", plan_id=f"bench-{r}", nodes=nodes, gpus=8))
+            bundle = read_plan_dir(write_plan(Path(d) / "plan", plan_id=f"bench-{r}", nodes=nodes, gpus=8))
             t_apply = time.monotonic()
             for m in bundle.manifests:
                 api.apply(m, "bench", dry_run=True)

@@ -18,7 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuplace.compare.sample import write_sample_inputs
 from gpuplace.compare.step import CompareOptions, run_compare_step
 from gpuplace.progress import Progress
 from gpuplace.tracking.client import Tracker
@@ -31,6 +30,7 @@ from gpuplace.tracking.naming import (
 )
 from gpuplace.tracking.pipeline import PathFiles, RunBundle, log_pipeline_run
 from gpuplace.tracking.server import start_local_server
+from tests.support.sample import write_sample_inputs
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
 ROUNDS = 3

@@ -1,9 +1,10 @@
 """The deploy step against the real local control plane (kube-apiserver, kube-scheduler,
 kube-controller-manager, etcd; KWOK plays the kubelets of the simulated GPU nodes).
 
-Plans here are hand-written (a Deployment pinned by required node affinity, ``nvidia.com/gpu`` limits,
-the fleet's toleration) because what is tested is the deploy step, not the planner. The deploy runs as the
-least-privilege ServiceAccount of :mod:`gpuplace.k8s.rbac`, not as cluster-admin.
+Plans here are hand-made (a real plan.json from tests.support.plans, with a Deployment pinned by
+required node affinity, ``nvidia.com/gpu`` limits, the fleet's toleration) because what is tested is
+the deploy step, not the planner. The deploy runs as the least-privilege ServiceAccount of
+:mod:`gpuplace.k8s.rbac`, not as cluster-admin.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from gpuplace.k8s import (
     Unreachable,
     connect,
     deploy_plan,
-    load_plan_dir,
 )
 from gpuplace.k8s.rbac import deployer_rbac, service_account_kubeconfig
+from gpuplace.plandir import read_plan_dir
 from gpuplace.testenv import ControlPlane
 from gpuplace.types import DeploymentRecord
+from tests.support.plans import sample_plan, write_sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.controlplane]
 
@@ -49,18 +51,6 @@ def write_plan(
 ) -> Path:
     """A plan directory like the planner's: plan.json + manifests/ with a Deployment and a Service."""
     root.mkdir(parents=True, exist_ok=True)
-    placements = [
-        {"replica": i, "node": n, "gpu_ids": [f"{n}/gpu{g}" for g in range(gpus)]}
-        for i, n in enumerate(nodes)
-    ]
-    plan = {
-        "plan_id": plan_id,
-        "deployment_name": name,
-        "model": "tiny",
-        "replicas": len(nodes),
-        "placements": placements,
-    }
-    (root / "plan.json").write_text(json.dumps(plan, indent=2))
     labels = {
         "app.kubernetes.io/name": name,
         "app.kubernetes.io/managed-by": "gpuplace",
@@ -123,10 +113,9 @@ def write_plan(
         "metadata": {"name": name, "labels": labels},
         "spec": {"selector": {"app.kubernetes.io/name": name}, "ports": [{"port": 8000, "targetPort": 8000}]},
     }
-    manifests = root / "manifests"
-    manifests.mkdir(exist_ok=True)
-    (manifests / "10-service.yaml").write_text(yaml.safe_dump(service))
-    (manifests / "20-deployment.yaml").write_text(yaml.safe_dump_all([deployment, *extra_docs]))
+    plan = sample_plan(plan_id=plan_id, name=name, nodes=nodes, gpus=gpus)
+    manifests = {"10-service.yaml": [service], "20-deployment.yaml": [deployment, *extra_docs]}
+    write_sample_plan(root, plan, manifests)
     return root
 
 
@@ -208,7 +197,7 @@ def test_deploy_binds_pods_to_planned_nodes_as_least_privilege_sa(
 def test_more_gpus_than_the_fleet_has_times_out_with_the_scheduler_reason_and_tears_down(
     kube_api: Api, kube_namespace: str, deployer_kubeconfig: Path, tmp_path: Path
 ) -> None:
-    plan = load_plan_dir(write_plan(tmp_path / "plan", plan_id="p-big", nodes=H100_NODES[:1], gpus=9))
+    plan = read_plan_dir(write_plan(tmp_path / "plan", plan_id="p-big", nodes=H100_NODES[:1], gpus=9))
     api = Api(connect(deployer_kubeconfig))
     t0 = time.monotonic()
     with pytest.raises(DeployFailed) as info:
@@ -227,9 +216,9 @@ def test_failed_update_rolls_back_to_the_running_version(
     kube_api: Api, kube_namespace: str, deployer_kubeconfig: Path, tmp_path: Path
 ) -> None:
     api = Api(connect(deployer_kubeconfig))
-    good = load_plan_dir(write_plan(tmp_path / "good", plan_id="p-v1", nodes=H100_NODES[2:3], gpus=4))
+    good = read_plan_dir(write_plan(tmp_path / "good", plan_id="p-v1", nodes=H100_NODES[2:3], gpus=4))
     deploy_plan(good, api=api, namespace=kube_namespace, timeout_s=60)
-    bad = load_plan_dir(write_plan(tmp_path / "bad", plan_id="p-v2", nodes=H100_NODES[2:3], gpus=16))
+    bad = read_plan_dir(write_plan(tmp_path / "bad", plan_id="p-v2", nodes=H100_NODES[2:3], gpus=16))
     with pytest.raises(DeployFailed) as info:
         deploy_plan(bad, api=api, namespace=kube_namespace, timeout_s=6, on_failure="rollback")
     assert "Rolled back: restored Deployment/llm" in info.value.cleanup
@@ -286,7 +275,7 @@ def test_invalid_manifest_is_rejected_and_nothing_is_applied(
     assert _deployment(kube_api, kube_namespace) is None
     api = Api(connect(deployer_kubeconfig))
     with pytest.raises(Invalid) as info:
-        deploy_plan(load_plan_dir(plan), api=api, namespace=kube_namespace, timeout_s=20)
+        deploy_plan(read_plan_dir(plan), api=api, namespace=kube_namespace, timeout_s=20)
     assert any("spec.template.spec.containers[0].name" in c for c in info.value.causes)
 
 
@@ -295,7 +284,7 @@ def test_missing_namespace_is_bad_input(kube_api: Api, tmp_path: Path, controlpl
     from gpuplace.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="namespace='does-not-exist': does not exist"):
-        deploy_plan(load_plan_dir(plan), api=kube_api, namespace="does-not-exist", timeout_s=20)
+        deploy_plan(read_plan_dir(plan), api=kube_api, namespace="does-not-exist", timeout_s=20)
 
 
 def test_wrong_kubeconfig_and_unreachable_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -319,7 +308,7 @@ def test_wrong_kubeconfig_and_unreachable_server(tmp_path: Path, capsys: pytest.
     )
     t0 = time.monotonic()
     with pytest.raises(Unreachable, match="API server unreachable"):
-        deploy_plan(load_plan_dir(plan), api=Api(connect(dead)), namespace="default", timeout_s=3)
+        deploy_plan(read_plan_dir(plan), api=Api(connect(dead)), namespace="default", timeout_s=3)
     assert time.monotonic() - t0 < 6
     assert (
         main(["deploy", str(plan), "--kubeconfig", str(dead), "--timeout", "2", "--out", str(tmp_path)]) == 2
@@ -342,7 +331,7 @@ def test_wait_survives_an_apiserver_restart(
         },
     }
     kube_api.create(blocker, kube_namespace)
-    plan = load_plan_dir(write_plan(tmp_path / "plan", plan_id="p-restart", nodes=(node,)))
+    plan = read_plan_dir(write_plan(tmp_path / "plan", plan_id="p-restart", nodes=(node,)))
     result: dict[str, Any] = {}
 
     def run() -> None:

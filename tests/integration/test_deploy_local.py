@@ -1,5 +1,5 @@
 """`gpuplace deploy --target local` and `gpuplace teardown --target local`: the same plan directory, served
-by a real OpenAI-compatible server process on this machine (gpuplace.serving.local), then stopped."""
+by a real OpenAI-compatible server process on this machine (gpuplace.deploy.local), then stopped."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.integration.test_deploy import write_plan
 
 from gpuplace.cli import main
 from gpuplace.testenv.controlplane import process_start_ticks
 from gpuplace.types import DeploymentRecord
+from tests.integration.test_deploy import write_plan
 
 pytestmark = pytest.mark.integration
 

@@ -27,11 +27,11 @@ import pytest
 from gpuplace.catalog import load_gpu_catalog
 from gpuplace.extender.config import ExtenderSettings, scheduler_configuration
 from gpuplace.extender.fit import ASSIGNMENT_ANNOTATION
-from gpuplace.extender.localsched import LocalScheduler, start_scheduler
 from gpuplace.inventory import parse_fleet
 from gpuplace.testenv.controlplane import ControlPlane, free_port
 from gpuplace.testenv.env import add_fleet
 from gpuplace.testenv.nodes import PLACEHOLDER_NAMESPACE
+from tests.support.localsched import LocalScheduler, start_scheduler
 
 pytestmark = [pytest.mark.integration, pytest.mark.controlplane]
 

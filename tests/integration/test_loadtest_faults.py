@@ -18,8 +18,12 @@ import pytest
 from conftest import SHARED_DATA
 
 from gpuplace.cli import main
-from gpuplace.loadtest.step import LoadTestConfig, read_records, run_loadtest_step
-from gpuplace.loadtest.testserver import FaultServer, ServerOptions
+from gpuplace.loadtest.config import LoadTestConfig
+from gpuplace.loadtest.io import read_records
+from gpuplace.loadtest.run import run_loadtest_step
+from gpuplace.types.plan import Prediction
+from tests.support.plans import sample_plan, write_sample_plan, yaml_docs
+from tests.support.testserver import FaultServer, ServerOptions
 
 pytestmark = pytest.mark.integration
 AZURE = SHARED_DATA / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv"
@@ -32,14 +36,9 @@ def server() -> Iterator[FaultServer]:
 
 
 def _config(url: str, **kw: object) -> LoadTestConfig:
-    params: dict[str, object] = {
-        "endpoint": url,
-        "prompt_tokens": "16",
-        "output_tokens": "8",
-        "warmup": False,
-    }
+    params: dict[str, object] = {"endpoint": url, "prompt_tokens": "16", "output_tokens": "8"}
     params.update(kw)
-    return LoadTestConfig.from_params(**params)  # type: ignore[arg-type]
+    return LoadTestConfig.from_params(params, warmup=False)
 
 
 def test_every_fault_kind_is_counted_and_the_run_continues(server: FaultServer, tmp_path: Path) -> None:
@@ -129,8 +128,9 @@ def test_duration_bound_stops_sending(server: FaultServer, tmp_path: Path) -> No
 
 def test_cli_synthetic_poisson_writes_report_and_records(server: FaultServer, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"predicted": {"tpot_p99_s": 0.001, "ttft_p99_s": 0.002}}))
+    plan = tmp_path / "plan"
+    prediction = Prediction(0.001, 0.002, 0.0005, 0.001, 1.0, 1, 1.0)
+    write_sample_plan(plan, sample_plan(prediction=prediction), {"d.yaml": yaml_docs(_SERVICE)})
     code = main(["loadtest", "--endpoint", server.url, "--prompt-tokens", "64", "--output-tokens", "8",
                  "--rate", "40", "--max-requests", "40", "--slo-tpot-ms", "50", "--plan", str(plan),
                  "--out", str(out), "--quiet"])  # fmt: skip
@@ -138,7 +138,8 @@ def test_cli_synthetic_poisson_writes_report_and_records(server: FaultServer, tm
     report = json.loads((out / "report.json").read_text())
     assert report["completed"] == 40 and report["workload"]["rate_rps"] == 40.0
     assert report["workload"]["arrival"] == "poisson"
-    assert set(report["predicted_vs_measured"]) == {"tpot_p99_s", "ttft_p99_s"}
+    assert set(report["predicted_vs_measured"]) == {"tpot_p50_s", "tpot_p99_s", "ttft_p50_s", "ttft_p99_s"}
+    assert report["slo"] == {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05, "rate_rps": 40.0}  # --slo-tpot-ms won
     frame = pd.read_parquet(out / "records.parquet")
     assert len(frame) == 40 and frame["scheduled_s"].is_monotonic_increasing
     assert len((out / "records.jsonl").read_text().splitlines()) == 40
@@ -193,3 +194,6 @@ def test_fault_server_admin_endpoint_queues_faults() -> None:
         with urllib.request.urlopen(req) as resp:
             assert json.loads(resp.read()) == {"queued": 2}
     assert threading.active_count() >= 1
+
+
+_SERVICE = "apiVersion: v1\nkind: Service\nmetadata: {name: llm}\nspec: {ports: [{port: 8000}]}\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplace.planner.io import load_plan
+from gpuplace.plandir import read_plan_dir
 
 REPO = Path(__file__).resolve().parents[2]
 GPUPLACE = [sys.executable, "-m", "gpuplace"]
@@ -87,7 +87,7 @@ def test_plan_folder_contract(plan_dir: Path) -> None:
         "30-pdb.yaml",
     ]
     assert sorted(p.name for p in (plan_dir / "alternatives").glob("*.yaml")) == ["dra.yaml", "kserve.yaml"]
-    assert load_plan(plan_dir).plan_id == data["plan_id"]
+    assert read_plan_dir(plan_dir).plan.plan_id == data["plan_id"]
 
 
 def test_manifests_validate_strictly_against_kubernetes_1_34(plan_dir: Path) -> None:
@@ -140,7 +140,7 @@ def test_manifests_pass_checkov_with_documented_skips(plan_dir: Path) -> None:
 def test_same_inputs_give_the_same_plan_id(plan_dir: Path, tmp_path: Path) -> None:
     again = run(*plan_args(plan_dir.parent / "tiny.parquet", tmp_path), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert load_plan(tmp_path).plan_id == load_plan(plan_dir).plan_id
+    assert read_plan_dir(tmp_path).plan.plan_id == read_plan_dir(plan_dir).plan.plan_id
     assert (tmp_path / "manifests" / "10-deployment.yaml").read_text() == (
         plan_dir / "manifests" / "10-deployment.yaml"
     ).read_text()

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from gpuplace.cli import main
-from gpuplace.serving.local import deploy_local, teardown_local
+from gpuplace.deploy.local import deploy_local, teardown_local
 from gpuplace.types import DeploymentRecord
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gpuplace.cli import main
-from gpuplace.submit import compiled_path, pipeline_names
+from gpuplace.jobs.submit import compiled_path, pipeline_names
 
 pytestmark = pytest.mark.integration
 

@@ -21,11 +21,11 @@ mlflow = pytest.importorskip("mlflow")
 from mlflow import MlflowClient  # noqa: E402
 
 from gpuplace.cli import main  # noqa: E402
-from gpuplace.compare.sample import SamplePaths, write_sample_inputs  # noqa: E402
 from gpuplace.compare.step import CompareOptions, MlflowOptions, run_compare_step  # noqa: E402
 from gpuplace.tracking import TrackingFailed, TrackingUnavailable, open_tracker  # noqa: E402
 from gpuplace.tracking.naming import path_metric_dict  # noqa: E402
 from gpuplace.tracking.server import LocalServer, free_port, start_local_server  # noqa: E402
+from tests.support.sample import SamplePaths, write_sample_inputs  # noqa: E402
 
 SECRETS = {
     "HF_TOKEN": "hf_zzSECRETzzTOKENzz1234567890",

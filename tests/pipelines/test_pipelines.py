@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuplace.submit import compiled_path, pipeline_names, pipeline_parameters
+from gpuplace.jobs.submit import compiled_path, pipeline_names, pipeline_parameters
 
 
 def _spec(name: str) -> list[dict[str, Any]]:

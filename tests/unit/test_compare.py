@@ -25,8 +25,10 @@ from gpuplace.compare.score import CRITERIA, flip_points, normalise, score
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory import load_inventory
 from gpuplace.types import DeploymentRecord, Distribution, PodRecord
-from gpuplace.types.compare import Comparison, PathMetrics, PlanFacts
-from gpuplace.types.loadtest import LatencyReport, SloBounds
+from gpuplace.types.compare import Comparison, PathMetrics
+from gpuplace.types.loadtest import LatencyReport
+from gpuplace.types.plan import Prediction, Slo
+from tests.support.plans import sample_plan
 
 
 def _report(
@@ -57,7 +59,7 @@ def _report(
         goodput_rps=completed * attainment / duration_s,
         slo_attainment=attainment,
         peak_concurrency=1,
-        slo=SloBounds(ttft_p99_s=1.0, tpot_p99_s=0.1, rate_rps=1.0),
+        slo=Slo(ttft_p99_s=1.0, tpot_p99_s=0.1, rate_rps=1.0),
     )
 
 
@@ -103,8 +105,9 @@ def test_sla_breaches_and_their_cost() -> None:
 def test_prediction_error_and_predictability() -> None:
     rep = _report([0.2] * 10, [0.03] * 10)
     # TTFT p99 0.2 vs 0.1 predicted: +100 %; TPOT 0.03 vs 0.04: −25 % → mean |error| 0.625
-    assert mean_abs_prediction_error(rep, {"ttft_p99_s": 0.1, "tpot_p99_s": 0.04}) == pytest.approx(0.625)
-    assert math.isnan(mean_abs_prediction_error(rep, {}))
+    predicted = Prediction(0.1, 0.1, 0.04, 0.04, 1.0, 1, 1.0)  # p50s are not part of this figure
+    assert mean_abs_prediction_error(rep, predicted) == pytest.approx(0.625)
+    assert math.isnan(mean_abs_prediction_error(rep, None))
     rep2 = _report([1.0, 1.0, 1.0, 3.0], [0.01] * 4)
     ttft_ratio = rep2.ttft.p50 / rep2.ttft.p99
     assert latency_predictability(rep2) == pytest.approx((ttft_ratio + 1.0) / 2)
@@ -282,24 +285,8 @@ def test_roi_saving_defaults_to_the_breach_cost_difference() -> None:
 # --- the whole comparison ------------------------------------------------------------------------
 
 
-def test_comparison_json_round_trips_and_plan_facts_parse_planner_json() -> None:
-    plan = PlanFacts.from_json_dict(
-        {
-            "plan_id": "p1",
-            "deployment_name": "d",
-            "model": "m",
-            "chosen": {"label": "2× H100-SXM5-80GB", "gpu": "H100-SXM5-80GB"},
-            "replicas": 1,
-            "placements": [{"replica": 0, "node": "n", "gpu_ids": ["n/gpu0"]}],
-            "predicted": {"ttft_p99_s": 0.1, "tpot_p99_s": None},
-            "cost_usd_per_month": 100.0,
-            "fragmentation_before": 0.0,
-            "fragmentation_after": 0.5,
-        }
-    )
-    assert (
-        plan.chosen == "2× H100-SXM5-80GB" and plan.gpu_count == 1 and plan.predicted == {"ttft_p99_s": 0.1}
-    )
+def test_comparison_json_round_trips_with_the_plan() -> None:
+    plan = sample_plan(plan_id="p1", nodes=("n",), gpus=2)
     results = [
         PathResult("native", _deployment([5.0]), _report([0.1] * 4, [0.01] * 4, attainment=0.9)),
         PathResult("kubeflow", _deployment([8.0]), _report([0.2] * 4, [0.02] * 4, attainment=0.99)),
@@ -314,4 +301,4 @@ def test_comparison_json_round_trips_and_plan_facts_parse_planner_json() -> None
         c.path("native").sla_breach_cost_usd_per_month
     )
     assert back.roi is not None and back.roi.multiple == pytest.approx(c.roi.multiple)  # type: ignore[union-attr]
-    assert back.plan == plan
+    assert back.plan == plan and back.plan.gpu_count == 2

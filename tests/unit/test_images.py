@@ -12,7 +12,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 import gpuplace
-from components.images import CPU_IMAGE, CUDA_IMAGE
+from gpuplace.components.images import CPU_IMAGE, CUDA_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((REPO / "images").glob("Dockerfile.*"))

@@ -11,7 +11,7 @@ import yaml
 from gpuplace.catalog import load_gpu_catalog
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory import bundled_fleet_names, load_inventory, parse_fleet
-from gpuplace.inventory.labels import gfd_labels, node_resources, used_resources
+from gpuplace.labels import gfd_labels, node_resources, used_resources
 
 CATALOG = load_gpu_catalog()
 

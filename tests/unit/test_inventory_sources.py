@@ -12,7 +12,7 @@ from gpuplace.errors import InvalidInput
 from gpuplace.inventory import load_inventory
 from gpuplace.inventory.alibaba import read_alibaba_nodes, read_alibaba_tasks
 from gpuplace.inventory.cluster import inventory_from_objects, quantity
-from gpuplace.inventory.labels import gfd_labels, node_resources, topology_annotations
+from gpuplace.labels import gfd_labels, node_resources, topology_annotations
 from gpuplace.types import Node
 
 TRACE = SHARED_DATA / "alibaba-gpu-v2023"

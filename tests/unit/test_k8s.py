@@ -1,4 +1,4 @@
-"""gpuplace.k8s without a cluster: error mapping, retries under a deadline, plan directories, labels,
+"""gpuplace.k8s without a cluster: error mapping, retries under a deadline, labels,
 rollout status, placement matching, pod timestamps and the RBAC Role.
 
 The ApiException objects here are the kubernetes client's own class, built as the client builds them from
@@ -17,12 +17,13 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from gpuplace.errors import InvalidInput
 from gpuplace.k8s import errors
-from gpuplace.k8s.deploy import match_placements
-from gpuplace.k8s.plandir import PLAN_LABEL, RUN_LABEL, PlannedReplica, labelled, load_plan_dir
+from gpuplace.k8s.deploy import labelled, match_placements
 from gpuplace.k8s.rbac import deployer_rbac
 from gpuplace.k8s.retry import Deadline, with_retries
 from gpuplace.k8s.rollout import deployment_progress, pod_record
+from gpuplace.labels import PLAN_LABEL, RUN_LABEL
 from gpuplace.types import PodRecord
+from gpuplace.types.plan import Placement
 
 
 def _api_exc(
@@ -133,106 +134,6 @@ def test_gives_up_at_the_deadline_with_the_last_error() -> None:
         with_retries(attempt, action="x", deadline=Deadline(1), sleep=lambda _s: None)
 
 
-def _plan_dir(tmp_path: Path, plan: object, manifests: str | None) -> Path:
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    if manifests is not None:
-        (tmp_path / "manifests").mkdir()
-        (tmp_path / "manifests" / "10-deployment.yaml").write_text(manifests)
-    return tmp_path
-
-
-DEPLOYMENT = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: llm, namespace: other}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: llm}}
-  template:
-    metadata: {labels: {app: llm}}
-    spec: {containers: [{name: c, image: x}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: llm}
-spec: {ports: [{port: 8000}], selector: {app: llm}}
-"""
-
-
-def test_loads_a_plan_dir(tmp_path: Path) -> None:
-    plan = {
-        "plan_id": "p1",
-        "deployment_name": "llm",
-        "model": "tiny",
-        "replicas": 2,
-        "placements": [
-            {"replica": 0, "node": "a", "gpu_ids": ["a/gpu0"]},
-            {"replica": 1, "node": "b", "gpu_ids": []},
-        ],
-    }
-    bundle = load_plan_dir(_plan_dir(tmp_path, plan, DEPLOYMENT))
-    assert bundle.plan_id == "p1" and bundle.replicas == 2
-    assert [m["kind"] for m in bundle.manifests] == ["Deployment", "Service"]
-    assert bundle.placements[0] == PlannedReplica(0, "a", ("a/gpu0",))
-    assert [w["metadata"]["name"] for w in bundle.workloads()] == ["llm"]
-
-
-@pytest.mark.parametrize(
-    ("plan", "manifests", "field"),
-    [
-        ({"deployment_name": "x"}, DEPLOYMENT, "plan.json:plan_id"),
-        ({"plan_id": "p", "deployment_name": "x"}, None, "manifests"),
-        (
-            {"plan_id": "p", "deployment_name": "x"},
-            "kind: Deployment\nmetadata: {name: a}\n",
-            "10-deployment.yaml[0].apiVersion",
-        ),
-        (
-            {"plan_id": "p", "deployment_name": "x"},
-            "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n",
-            "kind",
-        ),
-        ({"plan_id": "p", "deployment_name": "x"}, "a: [\n", "10-deployment.yaml"),
-        (
-            {"plan_id": "p", "deployment_name": "x", "placements": [{"replica": 0}]},
-            DEPLOYMENT,
-            "placements[0]",
-        ),
-    ],
-)
-def test_bad_plan_dirs_name_the_field(
-    tmp_path: Path, plan: object, manifests: str | None, field: str
-) -> None:
-    with pytest.raises(InvalidInput) as info:
-        load_plan_dir(_plan_dir(tmp_path, plan, manifests))
-    assert field in info.value.field
-
-
-def test_missing_plan_dir(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInput, match=r"plan_dir=.*not a directory"):
-        load_plan_dir(tmp_path / "nope")
-    with pytest.raises(InvalidInput, match=r"has no plan\.json"):
-        load_plan_dir(tmp_path)
-
-
-def test_labels_tie_objects_to_plan_and_run_but_templates_only_to_the_plan(tmp_path: Path) -> None:
-    plan = {"plan_id": "p1", "deployment_name": "llm"}
-    bundle = load_plan_dir(_plan_dir(tmp_path, plan, DEPLOYMENT))
-    dep = labelled(bundle.manifests[0], "p1", "run-7")
-    assert dep["metadata"]["labels"] == {
-        "app.kubernetes.io/managed-by": "gpuplace",
-        PLAN_LABEL: "p1",
-        RUN_LABEL: "run-7",
-    }
-    assert "namespace" not in dep["metadata"]
-    assert dep["spec"]["template"]["metadata"]["labels"] == {
-        "app": "llm",
-        "app.kubernetes.io/managed-by": "gpuplace",
-        PLAN_LABEL: "p1",
-    }
-    assert PLAN_LABEL not in json.dumps(bundle.manifests[0])  # the loaded plan is not mutated
-
-
 def _dep(
     generation: int, observed: int, want: int, updated: int, total: int, available: int
 ) -> dict[str, object]:
@@ -284,12 +185,34 @@ def test_pod_record_times() -> None:
     assert pending.node == "" and math.isnan(pending.scheduled_at_s) and math.isnan(pending.provisioning_s)
 
 
+def _placed(replica: int, node: str, gpu_ids: tuple[str, ...] = ()) -> Placement:
+    return Placement(replica, node, gpu_ids, "single", None, 1.0, 0.0)
+
+
+def test_labels_tie_objects_to_plan_and_run_but_templates_only_to_the_plan() -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llm", "namespace": "other"},
+        "spec": {"template": {"metadata": {"labels": {"app": "llm"}}, "spec": {}}},
+    }
+    dep = labelled(deployment, "p1", "run-7")
+    assert dep["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "gpuplace",
+        PLAN_LABEL: "p1",
+        RUN_LABEL: "run-7",
+    }
+    assert "namespace" not in dep["metadata"]
+    assert dep["spec"]["template"]["metadata"]["labels"] == {
+        "app": "llm",
+        "app.kubernetes.io/managed-by": "gpuplace",
+        PLAN_LABEL: "p1",
+    }
+    assert PLAN_LABEL not in json.dumps(deployment)  # the input is not mutated
+
+
 def test_placement_matching_prefers_the_planned_node() -> None:
-    placements = (
-        PlannedReplica(0, "a", ("a/0",)),
-        PlannedReplica(1, "b", ("b/0",)),
-        PlannedReplica(2, "c", ("c/0",)),
-    )
+    placements = (_placed(0, "a", ("a/0",)), _placed(1, "b", ("b/0",)), _placed(2, "c", ("c/0",)))
     pods = [PodRecord("p1", node="b"), PodRecord("p2", node="a"), PodRecord("p3", node="x")]
     out = {p.name: p for p in match_placements(pods, placements, {})}
     assert (out["p1"].planned_node, out["p1"].gpu_ids) == ("b", ("b/0",))
@@ -298,7 +221,7 @@ def test_placement_matching_prefers_the_planned_node() -> None:
 
 
 def test_placement_matching_uses_replica_labels() -> None:
-    placements = (PlannedReplica(0, "a"), PlannedReplica(1, "b"))
+    placements = (_placed(0, "a"), _placed(1, "b"))
     pods = [PodRecord("p1", node="a"), PodRecord("p2", node="b")]
     out = {p.name: p for p in match_placements(pods, placements, {"p1": 1, "p2": 0})}
     assert out["p1"].planned_node == "b" and out["p1"].misplaced

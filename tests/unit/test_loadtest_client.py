@@ -4,14 +4,18 @@ and the step's input checks (every bad value named before anything is sent)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.client import FORCE_GENERATION_CONFIG, FORCE_NONE, EndpointState, _Stream
-from gpuplace.loadtest.step import LoadTestConfig, read_plan_prediction
+from gpuplace.loadtest.config import LoadTestConfig
 from gpuplace.types import DeploymentRecord
+from gpuplace.types.plan import Slo
+from gpuplace.types.workload import Traffic
+from tests.support.plans import sample_plan, write_sample_plan, yaml_docs
 
 
 def test_stream_counts_text_chunks_takes_usage_and_sees_finish_without_done() -> None:
@@ -62,47 +66,66 @@ def test_endpoint_learns_from_422_which_fields_to_drop() -> None:
     [
         ({}, "endpoint"),
         ({"endpoint": "localhost:8000"}, "endpoint"),
-        ({"endpoint": "http://h", "rate": 0}, "rate"),
         ({"endpoint": "http://h", "rate": -2.0}, "rate"),
-        ({"endpoint": "http://h", "concurrency": 0}, "concurrency"),
+        ({"endpoint": "http://h", "concurrency": -1}, "concurrency"),
         ({"endpoint": "http://h", "max_requests": 0}, "max_requests"),
         ({"endpoint": "http://h", "api": "responses"}, "api"),
         ({"endpoint": "http://h", "arrival": "uniform"}, "arrival"),
         ({"endpoint": "http://h", "prompt_tokens": "many"}, "prompt_tokens"),
         ({"endpoint": "http://h", "trace": "/nonexistent.csv"}, "trace"),
-        ({"endpoint": "http://h", "slo_ttft_s": -1.0}, "slo_ttft_s"),
-        ({"endpoint": "http://h", "plan": "/nonexistent-plan.json"}, "plan"),
-        ({"deployment": "/nonexistent-deployment.json"}, "deployment"),
+        ({"endpoint": "http://h", "time_scale": -1.0}, "time_scale"),
+        ({"endpoint": "http://h", "max_duration_s": -5.0}, "max_duration_s"),
     ],
 )
 def test_config_rejects_bad_input_naming_the_field(params: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidInput, match=rf"^{field}="):
-        LoadTestConfig.from_params(**params)  # type: ignore[arg-type]
+        LoadTestConfig.from_params(params)
 
 
-def test_config_reads_endpoint_and_model_from_a_deployment_record(tmp_path: Path) -> None:
+def test_config_zero_means_unset() -> None:
+    config = LoadTestConfig.from_params({"endpoint": "http://h", "rate": 0, "concurrency": 0})
+    assert (config.rate, config.concurrency, config.slo.bounded) == (None, None, False)
+    assert config.traffic.prompt_tokens.describe() == "64"
+
+
+def test_config_reads_endpoint_and_model_from_a_deployment_record() -> None:
     record = DeploymentRecord(
         target="local", name="d", namespace="", endpoint="http://127.0.0.1:9", model="tiny", ready=True,
         served_model_name="/models/tiny",
     )  # fmt: skip
-    path = tmp_path / "deployment.json"
-    path.write_text(json.dumps(record.to_json_dict()))
-    config = LoadTestConfig.from_params(deployment=str(path))
+    config = LoadTestConfig.from_params({}, deployment=record)
     assert (config.endpoint, config.model, config.deployment_model) == (
         "http://127.0.0.1:9",
         "/models/tiny",
         "tiny",
     )
     with pytest.raises(InvalidInput, match="conflicts"):
-        LoadTestConfig.from_params(deployment=str(path), endpoint="http://other:1")
+        LoadTestConfig.from_params({"endpoint": "http://other:1"}, deployment=record)
 
 
-def test_plan_prediction_is_optional(tmp_path: Path) -> None:
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"predicted": {"tpot_p99_s": 0.041, "ttft_p99_s": 0.3}}))
-    assert read_plan_prediction(plan) == {"tpot_p99_s": 0.041, "ttft_p99_s": 0.3}
-    plan.write_text(json.dumps({"placements": []}))
-    assert read_plan_prediction(plan) == {}
-    plan.write_text("{")
+def test_the_plan_gives_the_slo_the_traffic_the_rate_and_the_prediction(tmp_path: Path) -> None:
+    plan = replace(
+        sample_plan(),
+        traffic=Traffic.parse("uniform:100:200", "50"),
+        slo=Slo(ttft_p99_s=1.5, tpot_p99_s=0.04, rate_rps=3.0),
+    )
+    write_sample_plan(tmp_path, plan, {"10-d.yaml": yaml_docs(DEPLOYMENT)})
+    config = LoadTestConfig.from_params({"endpoint": "http://h"}, plan=tmp_path)
+    assert config.slo == plan.slo and config.rate == 3.0 and config.concurrency is None
+    assert config.traffic.prompt_tokens.describe() == "uniform:100:200"
+    assert config.predicted == plan.prediction and config.plan_id == plan.plan_id
+    # Explicit parameters win over the plan's, and the SLO judges at the rate actually sent.
+    config = LoadTestConfig.from_params(
+        {"endpoint": "http://h", "prompt_tokens": "64", "rate": 1.0}, plan=tmp_path
+    )
+    assert config.traffic.prompt_tokens.describe() == "64" and config.slo.rate_rps == 1.0
     with pytest.raises(InvalidInput, match=r"^plan="):
-        read_plan_prediction(plan)
+        LoadTestConfig.from_params({"endpoint": "http://h"}, plan=tmp_path / "nope")
+
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm}
+spec: {template: {spec: {containers: [{name: c, image: x}]}}}
+"""

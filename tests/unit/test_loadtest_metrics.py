@@ -7,9 +7,11 @@ import math
 
 import pytest
 
+from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.metrics import peak_concurrency, prediction_error, summarize
 from gpuplace.types import Distribution
-from gpuplace.types.loadtest import LatencyReport, RequestResult, SloBounds
+from gpuplace.types.loadtest import LatencyReport, RequestResult
+from gpuplace.types.plan import Prediction, Slo
 
 
 def ok(
@@ -90,7 +92,7 @@ def test_goodput_counts_requests_meeting_every_bound() -> None:
     slow_ttft = ok(1, 0.0, (0.5, 0.6), 0.6)  # ttft .5
     slow_tpot = ok(2, 0.0, (0.1, 0.5), 0.5)  # tpot .4
     failed = bad(3, 0.0, "timeout")
-    slo = SloBounds(ttft_p99_s=0.2, tpot_p99_s=0.2)
+    slo = Slo(ttft_p99_s=0.2, tpot_p99_s=0.2)
     report = summarize([fast, slow_ttft, slow_tpot, failed], duration_s=2.0, slo=slo)
     assert report.goodput_rps == pytest.approx(0.5)
     assert report.slo_attainment == pytest.approx(0.25)
@@ -112,7 +114,7 @@ def test_empty_run() -> None:
 
 
 def test_report_json_round_trip_has_no_nan() -> None:
-    report = summarize([ok(0, 0.0, (0.1,), 0.1), bad(1, 0.0, "connect")], slo=SloBounds(0.5))
+    report = summarize([ok(0, 0.0, (0.1,), 0.1), bad(1, 0.0, "connect")], slo=Slo(ttft_p99_s=0.5))
     text = json.dumps(report.to_json_dict(), allow_nan=False)
     back = LatencyReport.from_json_dict(json.loads(text))
     assert back.ttft == report.ttft
@@ -125,23 +127,34 @@ def test_request_result_json_round_trip() -> None:
     assert RequestResult.from_json_dict(json.loads(json.dumps(r.to_json_dict()))) == r
 
 
-def test_prediction_error_relative_to_the_plan_and_skips_missing_keys() -> None:
+def test_prediction_error_relative_to_the_plan_and_skips_unstable_figures() -> None:
     report = summarize([ok(0, 0.0, (0.2, 0.3, 0.4), 0.4)])  # ttft .2, tpot .1
-    out = prediction_error(report, {"tpot_p99_s": 0.08, "ttft_p99_s": None})
-    assert set(out) == {"tpot_p99_s"}
+    predicted = Prediction(0.25, math.inf, 0.08, 0.08, 1.0, 1, 1.0)
+    out = prediction_error(report, predicted)
+    assert set(out) == {"ttft_p50_s", "tpot_p50_s", "tpot_p99_s"}  # an infinite prediction is skipped
     assert out["tpot_p99_s"]["error"] == pytest.approx(0.25)
-    assert prediction_error(report, {}) == {}
+    assert out["ttft_p50_s"]["error"] == pytest.approx(-0.2)
 
 
-def test_slo_rejects_non_positive_bounds() -> None:
-    with pytest.raises(ValueError, match="ttft_p99_s"):
-        SloBounds(ttft_p99_s=0)
-    assert SloBounds.from_json_dict(SloBounds(0.1, 0.05, 3.0).to_json_dict()) == SloBounds(0.1, 0.05, 3.0)
+SLO = Slo(ttft_p99_s=0.1, tpot_p99_s=0.05, rate_rps=3.0)
+
+
+def test_slo_bounds_are_optional_but_never_non_positive() -> None:
+    with pytest.raises(InvalidInput, match="ttft_p99_s"):
+        Slo(ttft_p99_s=0)
+    with pytest.raises(InvalidInput, match="rate_rps"):
+        Slo(rate_rps=float("nan"))
+    assert Slo.from_json_dict(SLO.to_json_dict()) == SLO
+    assert Slo.from_json_dict(Slo().to_json_dict()) == Slo() and not Slo().bounded
     assert Distribution.of([]).count == 0
 
 
-def test_bounds_from_the_planners_slo() -> None:
-    from gpuplace.types.plan import Slo
-
-    bounds = SloBounds.from_slo(Slo(tpot_p99_s=0.05, ttft_p99_s=2.0, rate_rps=5.0))
-    assert bounds == SloBounds(ttft_p99_s=2.0, tpot_p99_s=0.05, rate_rps=5.0)
+def test_slo_from_the_edges_milliseconds_with_zero_unset() -> None:
+    assert Slo.from_ms(ttft_ms=2000, tpot_ms=50, rate_rps=5) == Slo(
+        ttft_p99_s=2.0, tpot_p99_s=0.05, rate_rps=5.0
+    )
+    assert Slo.from_ms(ttft_ms=0, tpot_ms=50) == Slo(tpot_p99_s=0.05)
+    assert Slo(tpot_p99_s=0.05).good(ttft_s=99.0, tpot_s=0.04)
+    assert not Slo(tpot_p99_s=0.05).good(0.0, 0.06)
+    with pytest.raises(InvalidInput, match="rate_rps"):
+        Slo(ttft_p99_s=0.1, tpot_p99_s=0.05).bound("rate_rps")

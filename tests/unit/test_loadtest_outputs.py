@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gpuplace.loadtest.io import read_records, read_report, write_outputs
 from gpuplace.loadtest.metrics import prediction_error, summarize
-from gpuplace.loadtest.step import write_outputs
 from gpuplace.types.loadtest import RequestResult
+from gpuplace.types.plan import Prediction
 
 
 def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
@@ -16,7 +17,7 @@ def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
         for i in range(3)
     ]
     report = summarize(failed, duration_s=1.0)
-    prediction = prediction_error(report, {"ttft_p99_s": 0.1, "tpot_p99_s": 0.02})
+    prediction = prediction_error(report, Prediction(0.05, 0.1, 0.01, 0.02, 1.0, 1, 1.0))
     write_outputs(tmp_path, failed, report, prediction)
     text = (tmp_path / "report.json").read_text()
     assert "NaN" not in text
@@ -24,3 +25,7 @@ def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
     assert data["failed"] == 3 and data["completed"] == 0
     measured = [m["measured_s"] for m in data["predicted_vs_measured"].values()]
     assert measured and all(v is None for v in measured)
+    # The one reader gives back what the one writer wrote.
+    assert read_report(tmp_path).failed == 3
+    assert read_records(tmp_path / "records.jsonl") == failed
+    assert read_records(tmp_path / "records.parquet") == failed

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpuplace.catalog.modeldir import train_tokenizer
 from gpuplace.loadtest.prompts import FALLBACK_WORDS, PromptBuilder
-from gpuplace.serving.model_dir import train_tokenizer
 
 
 @pytest.fixture(scope="module")

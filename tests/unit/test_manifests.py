@@ -14,7 +14,8 @@ from test_planner import PROFILE, SLO, synthetic_profile
 
 from gpuplace.catalog import load_gpu_catalog
 from gpuplace.inventory import load_inventory, parse_fleet
-from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments, to_yaml
+from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments
+from gpuplace.plandir import to_yaml
 from gpuplace.planner import PlanRequest, plan_placement
 from gpuplace.types import Inventory
 from gpuplace.types.plan import PlacementPlan, Slo

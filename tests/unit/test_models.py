@@ -13,9 +13,8 @@ import pytest
 import torch
 
 from gpuplace.catalog import load_model_config, model_arch_from_config, model_preset_names, resolve_model
-from gpuplace.catalog.models import MODELS_DIR, ModelSource, count_params
+from gpuplace.catalog.models import MODELS_DIR, ModelSource, count_params, hf_config
 from gpuplace.errors import InvalidInput, UnknownName
-from gpuplace.profiling.model import hf_config
 
 REQUIRED_PRESETS = ("tiny", "llama-100m", "llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-7b")
 TINY_JSON = MODELS_DIR / "tiny.json"

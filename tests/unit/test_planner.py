@@ -17,10 +17,10 @@ from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_m
 from gpuplace.errors import InvalidInput
 from gpuplace.inventory import load_inventory, parse_fleet
 from gpuplace.planner import NoFeasiblePlacement, PlanRequest, calibrate, plan_placement, predict
-from gpuplace.planner.core import _enumerate, _evaluate, _place, usable_nodes
 from gpuplace.planner.fragmentation import FragmentationModel
 from gpuplace.planner.latency import LINKS, Shape, link_gbps
 from gpuplace.planner.placement import FleetState, best_gpu_set, fit_score
+from gpuplace.planner.search import _enumerate, _evaluate, _place, usable_nodes
 from gpuplace.types import (
     DeviceInfo,
     Distribution,
@@ -32,6 +32,7 @@ from gpuplace.types import (
     SweepPoint,
 )
 from gpuplace.types.plan import PlacementPlan, Slo
+from gpuplace.types.workload import Traffic
 
 CATALOG = load_gpu_catalog()
 
@@ -72,6 +73,7 @@ def synthetic_profile(
 
 PROFILE = synthetic_profile()
 SLO = Slo(tpot_p99_s=0.05, ttft_p99_s=2.0, rate_rps=5.0)
+TRAFFIC = Traffic()  # 512 prompt tokens, 128 output tokens
 
 
 def test_calibration_carries_measured_efficiency() -> None:
@@ -82,7 +84,13 @@ def test_calibration_carries_measured_efficiency() -> None:
 
 def test_prediction_on_the_profiled_gpu_matches_the_profile_at_low_load() -> None:
     cal = calibrate(PROFILE)
-    pred = predict(cal, Shape(CATALOG.get("H100-SXM5-80GB"), memory_gib=79.6), Slo(1, 10, 0.01), 1)
+    pred = predict(
+        cal,
+        Shape(CATALOG.get("H100-SXM5-80GB"), memory_gib=79.6),
+        Slo(tpot_p99_s=1, ttft_p99_s=10, rate_rps=0.01),
+        TRAFFIC,
+        1,
+    )
     measured = PROFILE.results[0].tpot.p50
     assert pred.tpot_p50_s == pytest.approx(measured, rel=0.15)
 
@@ -92,18 +100,18 @@ def test_slower_gpu_higher_rate_and_mig_slices_predict_slower() -> None:
     h100 = Shape(CATALOG.get("H100-SXM5-80GB"))
     a100 = Shape(CATALOG.get("A100-SXM4-80GB"))
     mig = replace(a100, bandwidth_share=4 / 8, compute_share=3 / 7)
-    base = predict(cal, h100, SLO, 1)
-    assert predict(cal, a100, SLO, 1).tpot_p50_s > base.tpot_p50_s
-    assert predict(cal, mig, SLO, 1).tpot_p50_s > predict(cal, a100, SLO, 1).tpot_p50_s
-    assert predict(cal, h100, replace(SLO, rate_rps=20), 1).ttft_p99_s > base.ttft_p99_s
-    assert predict(cal, h100, SLO, 2).tpot_p50_s <= base.tpot_p50_s
+    base = predict(cal, h100, SLO, TRAFFIC, 1)
+    assert predict(cal, a100, SLO, TRAFFIC, 1).tpot_p50_s > base.tpot_p50_s
+    assert predict(cal, mig, SLO, TRAFFIC, 1).tpot_p50_s > predict(cal, a100, SLO, TRAFFIC, 1).tpot_p50_s
+    assert predict(cal, h100, replace(SLO, rate_rps=20), TRAFFIC, 1).ttft_p99_s > base.ttft_p99_s
+    assert predict(cal, h100, SLO, TRAFFIC, 2).tpot_p50_s <= base.tpot_p50_s
 
 
 def test_tensor_parallel_cost_depends_on_the_interconnect() -> None:
     cal = calibrate(PROFILE)
     spec = CATALOG.get("H100-SXM5-80GB")
     by_link = {
-        link: predict(cal, Shape(spec, tp=4, link=link), SLO, 1).tpot_p50_s
+        link: predict(cal, Shape(spec, tp=4, link=link), SLO, TRAFFIC, 1).tpot_p50_s
         for link in LINKS
         if link != "single"
     }
@@ -113,7 +121,7 @@ def test_tensor_parallel_cost_depends_on_the_interconnect() -> None:
 
 def test_overloaded_replica_is_unstable() -> None:
     cal = calibrate(PROFILE)
-    pred = predict(cal, Shape(CATALOG.get("L4-24GB")), replace(SLO, rate_rps=500), 1)
+    pred = predict(cal, Shape(CATALOG.get("L4-24GB")), replace(SLO, rate_rps=500), TRAFFIC, 1)
     assert not pred.stable and math.isinf(pred.tpot_p99_s)
 
 
@@ -151,7 +159,7 @@ def test_tensor_parallel_plan_keeps_groups_on_one_node_and_nvlink() -> None:
         profile,
         load_inventory("h100-nvlink"),
         CATALOG,
-        PlanRequest("llama-3.1-70b", Slo(0.1, 5.0, 1.0), kinds=("whole",)),
+        PlanRequest("llama-3.1-70b", Slo(tpot_p99_s=0.1, ttft_p99_s=5.0, rate_rps=1.0), kinds=("whole",)),
     )
     assert plan.chosen.tp >= 2
     for p in plan.placements:
@@ -194,7 +202,10 @@ def test_plan_json_round_trips() -> None:
 def test_infeasible_request_lists_every_shape_the_closest_miss_and_a_fix() -> None:
     with pytest.raises(NoFeasiblePlacement) as err:
         plan_placement(
-            PROFILE, load_inventory("h100-nvlink"), CATALOG, PlanRequest("llama-3.1-8b", Slo(0.001, 2.0, 5.0))
+            PROFILE,
+            load_inventory("h100-nvlink"),
+            CATALOG,
+            PlanRequest("llama-3.1-8b", Slo(tpot_p99_s=0.001, ttft_p99_s=2.0, rate_rps=5.0)),
         )
     text = str(err.value)
     assert "closest:" in text and "To fix:" in text and "relax the SLO" in text
@@ -254,7 +265,12 @@ def test_high_threshold_rejects_cross_numa_placements() -> None:
     gpus = tuple(replace(g, nvlink_island="", allocated=0.0 if g.index in (0, 4) else 1.0) for g in node.gpus)
     inv = Inventory((replace(node, gpus=gpus),), source="t")
     profile = synthetic_profile("llama-3.1-70b", decode_ms=45, prefill_ms=300)
-    req = PlanRequest("llama-3.1-70b", Slo(0.5, 20.0, 0.2), kinds=("whole",), fit_threshold=0.5)
+    req = PlanRequest(
+        "llama-3.1-70b",
+        Slo(tpot_p99_s=0.5, ttft_p99_s=20.0, rate_rps=0.2),
+        kinds=("whole",),
+        fit_threshold=0.5,
+    )
     assert plan_placement(profile, inv, CATALOG, req).placements[0].interconnect == "cross-numa"
     with pytest.raises(NoFeasiblePlacement) as err:
         plan_placement(profile, inv, CATALOG, replace(req, fit_threshold=0.9))
@@ -325,7 +341,10 @@ def fleets(draw: st.DrawFn, max_nodes: int = 4) -> Inventory:
 
 
 SLOS = st.builds(
-    Slo, st.sampled_from((0.02, 0.05, 0.2)), st.sampled_from((0.5, 2.0)), st.sampled_from((1.0, 5.0, 30.0))
+    Slo,
+    tpot_p99_s=st.sampled_from((0.02, 0.05, 0.2)),
+    ttft_p99_s=st.sampled_from((0.5, 2.0)),
+    rate_rps=st.sampled_from((1.0, 5.0, 30.0)),
 )
 
 
@@ -401,7 +420,9 @@ def test_fleet_file_with_time_slicing_offers_shared_shape() -> None:
         "t",
         CATALOG,
     )
-    plan = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", Slo(0.5, 20.0, 0.1)))
+    plan = plan_placement(
+        PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", Slo(tpot_p99_s=0.5, ttft_p99_s=20.0, rate_rps=0.1))
+    )
     assert plan.chosen.kind == "shared" and plan.chosen.share == 0.25
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuplace.compare.sample import write_sample_inputs
 from gpuplace.compare.step import CompareOptions, run_compare_step
 from gpuplace.report import headline_metrics, write_report
 from gpuplace.report.render import render_html
 from gpuplace.types.compare import Comparison
+from tests.support.sample import write_sample_inputs
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuplace.catalog.modeldir import model_dir_key
+from gpuplace.deploy.local import deploy_local, teardown_local
 from gpuplace.errors import InvalidInput, UnknownName
-from gpuplace.serving.local import deploy_local, teardown_local
-from gpuplace.serving.model_dir import model_dir_key
 from gpuplace.serving.runtime import vllm_args
 from gpuplace.types import DeploymentRecord
 

@@ -1,3 +1,3 @@
-from components.benchmarking.load_test.component import load_test
+from gpuplace.components.benchmarking.load_test.component import load_test
 
 __all__ = ["load_test"]

@@ -1,14 +1,15 @@
 """KFP component ``load_test``: a thin adapter over :mod:`gpuplace.loadtest`.
 
-Reads the endpoint (a URL, or the deployment artifact of ``deploy_inference``) and the workload
-parameters, calls ``gpuplace.loadtest.step.run_loadtest_step`` and writes the per-request records,
-report.json, metrics and a Markdown summary. Only the standard library and kfp are imported here.
+Reads the endpoint (a URL, or the deployment artifact of ``deploy_inference``), the plan (its SLO,
+traffic and prediction) and the workload parameters, runs one load test through
+``gpuplace.loadtest.run`` and writes the per-request records, report.json, metrics and a Markdown
+summary. Only the standard library and kfp are imported at the top.
 """
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Markdown, Metrics, Output
 
-from components.images import CPU_IMAGE
+from gpuplace.components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
@@ -18,75 +19,59 @@ def load_test(
     metrics: Output[Metrics],
     summary: Output[Markdown],
     deployment: Input[Artifact] = None,  # type: ignore[assignment]
+    plan: Input[Artifact] = None,  # type: ignore[assignment]
     endpoint: str = "",
     model: str = "",
     api: str = "completions",
     trace: str = "",
     time_scale: float = 1.0,
-    prompt_tokens: str = "64",
-    output_tokens: str = "32",
+    prompt_tokens: str = "",
+    output_tokens: str = "",
     max_prompt_tokens: int = 0,
     max_output_tokens: int = 0,
     rate: float = 0.0,
-    arrival: str = "poisson",
-    burstiness: float = 1.0,
+    arrival: str = "",
+    burstiness: float = 0.0,
     concurrency: int = 0,
     max_requests: int = 100,
     max_duration_s: float = 0.0,
     seed: int = 0,
-    slo_ttft_ms: float = 0.0,
-    slo_tpot_ms: float = 0.0,
-    plan: Input[Artifact] = None,  # type: ignore[assignment]
 ) -> None:
     """Load-test an OpenAI-compatible endpoint with streaming requests (vLLM's metric definitions).
 
     Args:
         deployment: deployment.json artifact of deploy_inference (gives the endpoint and model name).
+        plan: The plan directory of plan_placement: the SLO, the traffic, the rate and the prediction
+            come from it (parameters left empty take the plan's values).
         endpoint: Base URL of the endpoint, used when no deployment artifact is given.
         model: The requests' model field; empty = the deployment's, else the server's first model.
         api: completions or chat.
         trace: Path of a trace CSV (Azure LLM trace layout) to replay instead of synthetic load.
         time_scale: Trace time is multiplied by this (0.1 replays 10x faster).
-        prompt_tokens: Synthetic prompt length: N, uniform:LO:HI or normal:MEAN:STD.
-        output_tokens: Synthetic output length (forced), same forms.
+        prompt_tokens: Synthetic prompt length: N, uniform:LO:HI or normal:MEAN:STD; empty = the plan's.
+        output_tokens: Synthetic output length (forced), same forms; empty = the plan's.
         max_prompt_tokens: Cap on trace prompt lengths; 0 = none.
         max_output_tokens: Cap on trace output lengths; 0 = none.
-        rate: Mean requests/s of an open loop; 0 = closed loop at `concurrency`.
-        arrival: poisson, gamma or constant.
-        burstiness: Gamma shape (<1 burstier).
+        rate: Mean requests/s of an open loop; 0 = the plan's rate, else a closed loop.
+        arrival: poisson, gamma or constant; empty = the plan's.
+        burstiness: Gamma shape (<1 burstier); 0 = the plan's.
         concurrency: Requests in flight at most; 0 = unbounded (open loop) or 1 (closed loop).
         max_requests: Requests to send.
         max_duration_s: Stop sending after this many seconds; 0 = no bound.
         seed: Seed of lengths, arrivals and prompts.
-        slo_ttft_ms: p99 TTFT bound for goodput; 0 = none.
-        slo_tpot_ms: p99 TPOT bound for goodput; 0 = none.
-        plan: plan.json artifact; its predicted p99 TTFT/TPOT are compared with the measurement.
     """
+    params = dict(locals())  # the load-test parameters, by the names gpuplace.loadtest.config.PARAMS reads
     import json
 
-    from gpuplace.loadtest.step import config_from_component_params, report_metrics, run_loadtest_to_paths
+    from gpuplace.deploy import read_record
+    from gpuplace.loadtest.config import LoadTestConfig
+    from gpuplace.loadtest.run import run_loadtest_to_paths
+    from gpuplace.loadtest.summary import report_metrics
 
-    config = config_from_component_params(
-        endpoint=endpoint,
-        deployment=deployment.path if deployment is not None else "",
+    config = LoadTestConfig.from_params(
+        params,
+        deployment=read_record(deployment.path) if deployment is not None else None,
         plan=plan.path if plan is not None else "",
-        model=model,
-        api=api,
-        trace=trace,
-        time_scale=time_scale,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        max_prompt_tokens=max_prompt_tokens,
-        max_output_tokens=max_output_tokens,
-        rate=rate,
-        arrival=arrival,
-        burstiness=burstiness,
-        concurrency=concurrency,
-        max_requests=max_requests,
-        max_duration_s=max_duration_s,
-        seed=seed,
-        slo_ttft_ms=slo_ttft_ms,
-        slo_tpot_ms=slo_tpot_ms,
     )
     result = run_loadtest_to_paths(config, records=records.path, report=report.path, summary=summary.path)
     for name, value in report_metrics(result.report, result.prediction).items():

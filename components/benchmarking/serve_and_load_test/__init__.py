@@ -1,3 +1,3 @@
-from components.benchmarking.serve_and_load_test.component import serve_and_load_test
+from gpuplace.components.benchmarking.serve_and_load_test.component import serve_and_load_test
 
 __all__ = ["serve_and_load_test"]

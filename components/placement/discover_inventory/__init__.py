@@ -1,3 +1,3 @@
-from components.placement.discover_inventory.component import discover_inventory
+from gpuplace.components.placement.discover_inventory.component import discover_inventory
 
 __all__ = ["discover_inventory"]

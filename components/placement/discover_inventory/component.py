@@ -7,7 +7,7 @@ the task runs in, through its service account) — and writes it as JSON for ``p
 from kfp import dsl
 from kfp.dsl import Artifact, Metrics, Output
 
-from components.images import CPU_IMAGE
+from gpuplace.components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

@@ -1,3 +1,3 @@
-from components.placement.plan_placement.component import plan_placement
+from gpuplace.components.placement.plan_placement.component import plan_placement
 
 __all__ = ["plan_placement"]

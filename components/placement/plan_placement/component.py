@@ -11,7 +11,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Markdown, Metrics, Output
 
-from components.images import CPU_IMAGE
+from gpuplace.components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
@@ -26,8 +26,8 @@ def plan_placement(
     rate: float,
     inventory: str = "mixed-a100-h100-l4",
     inventory_json: Input[Artifact] = None,  # type: ignore[assignment]
-    prompt_tokens: int = 512,
-    output_tokens: int = 128,
+    prompt_tokens: str = "512",
+    output_tokens: str = "128",
     fit_threshold: float = 0.85,
     kinds: str = "whole,mig,shared",
     prices: dict = {},  # noqa: B006  # KFP parameters are JSON; a literal default is how KFP spells it
@@ -46,40 +46,40 @@ def plan_placement(
         rate: Target request rate (requests/s).
         inventory: Bundled fleet name or fleet file path; ignored when inventory_json is connected.
         inventory_json: The inventory artifact of discover_inventory.
-        prompt_tokens: Prompt length the SLO is for.
-        output_tokens: Output length the SLO is for.
+        prompt_tokens: Prompt length the SLO is for: N, uniform:LO:HI or normal:MEAN:STD.
+        output_tokens: Output length the SLO is for, same forms.
         fit_threshold: Placements with a GPU-fit score below this are rejected.
         kinds: Shapes to consider: whole, mig, shared.
         prices: USD per GPU-hour by catalog GPU name, overriding the catalog.
         breach_penalty_usd: Cost of one SLA breach, for the expected breach cost.
         numa_align: Size CPUs to the GPUs' share of their NUMA node.
     """
+    params = dict(locals())  # the plan parameters, by the names PlanRequest.from_params reads
     from collections import namedtuple
     from pathlib import Path
 
+    from gpuplace.catalog import load_gpu_catalog
+    from gpuplace.manifests import ServingOptions
+    from gpuplace.planner import PlanRequest
     from gpuplace.planner.step import run_plan_step
 
+    catalog = load_gpu_catalog()
     result = run_plan_step(
-        profile_path=Path(profile.path),
+        PlanRequest.from_params(params, catalog),
+        profile=Path(profile.path),
         inventory=inventory_json.path if inventory_json is not None else inventory,
-        model=model,
-        slo_tpot_ms=slo_tpot_ms,
-        slo_ttft_ms=slo_ttft_ms,
-        rate=rate,
         out=Path(plan.path),
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        fit_threshold=fit_threshold,
-        kinds=kinds,
-        prices=prices,
-        breach_penalty_usd=breach_penalty_usd,
-        numa_align=numa_align,
+        catalog=catalog,
+        options=ServingOptions.from_params(params),
     )
     Path(candidates.path).write_text(result.candidates_markdown)
     for name, value in result.metrics.items():
         metrics.log_metric(name, value)
-    plan.metadata.update({"plan_id": result.plan_id, "format": "gpuplace-plan-dir"})
+    plan.metadata.update({"plan_id": result.plan.plan_id, "format": "gpuplace-plan-dir"})
     outputs = namedtuple("Outputs", ["node_affinity", "tolerations", "node_selector", "plan_id"])
     return outputs(
-        result.kfp["node_affinity"], result.kfp["tolerations"], result.kfp["node_selector"], result.plan_id
+        result.kfp["node_affinity"],
+        result.kfp["tolerations"],
+        result.kfp["node_selector"],
+        result.plan.plan_id,
     )

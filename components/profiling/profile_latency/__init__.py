@@ -1,3 +1,3 @@
-from components.profiling.profile_latency.component import profile_latency
+from gpuplace.components.profiling.profile_latency.component import profile_latency
 
 __all__ = ["profile_latency"]

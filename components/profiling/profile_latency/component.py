@@ -9,7 +9,7 @@ lands on; request it with ``task.set_accelerator_type(...).set_accelerator_limit
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Markdown, Metrics, Output
 
-from components.images import CUDA_IMAGE
+from gpuplace.components.images import CUDA_IMAGE
 
 
 @dsl.component(base_image=CUDA_IMAGE, install_kfp_package=False)

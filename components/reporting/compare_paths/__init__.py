@@ -1,3 +1,3 @@
-from components.reporting.compare_paths.component import compare_paths
+from gpuplace.components.reporting.compare_paths.component import compare_paths
 
 __all__ = ["compare_paths"]

@@ -10,7 +10,7 @@ standard library and kfp are imported here; gpuplace is imported inside the func
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Input, Markdown, Metrics, Output
 
-from components.images import CPU_IMAGE
+from gpuplace.components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

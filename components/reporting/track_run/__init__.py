@@ -1,3 +1,3 @@
-from components.reporting.track_run.component import track_run
+from gpuplace.components.reporting.track_run.component import track_run
 
 __all__ = ["track_run"]

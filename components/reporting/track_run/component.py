@@ -8,7 +8,7 @@ step attaches to that run; otherwise it creates one parent run tagged with the K
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input
 
-from components.images import CPU_IMAGE
+from gpuplace.components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

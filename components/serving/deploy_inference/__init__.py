@@ -1,3 +1,3 @@
-from components.serving.deploy_inference.component import deploy_inference
+from gpuplace.components.serving.deploy_inference.component import deploy_inference
 
 __all__ = ["deploy_inference"]

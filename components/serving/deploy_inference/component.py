@@ -9,7 +9,7 @@ Role in docs/deploy.md (``gpuplace.k8s.rbac``). Only the standard library and kf
 from kfp import dsl
 from kfp.dsl import Artifact, Input, Metrics, Output
 
-from components.images import CPU_IMAGE
+from gpuplace.components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)

@@ -1,3 +1,3 @@
-from components.serving.teardown_inference.component import teardown_inference
+from gpuplace.components.serving.teardown_inference.component import teardown_inference
 
 __all__ = ["teardown_inference"]

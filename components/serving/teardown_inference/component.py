@@ -10,7 +10,7 @@ Only the standard library and kfp are imported here.
 from kfp import dsl
 from kfp.dsl import Artifact, Input
 
-from components.images import CPU_IMAGE
+from gpuplace.components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
@@ -35,15 +35,9 @@ def teardown_inference(
         kubeconfig: Path of a kubeconfig; empty = in-cluster.
         timeout_s: Deadline for deleting and waiting for the pods to go.
     """
-    import json
+    from gpuplace.deploy import read_record, teardown
 
-    from gpuplace.deploy import teardown
-    from gpuplace.types import DeploymentRecord
-
-    record = None
-    if deployment is not None:
-        with open(deployment.path) as f:
-            record = DeploymentRecord.from_json_dict(json.load(f))
+    record = read_record(deployment.path) if deployment is not None else None
     summary = teardown(
         plan.path if plan is not None else None,
         target=target,

@@ -191,3 +191,20 @@ def model_arch_from_config(name: str, config: Mapping[str, Any], num_params: int
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         num_params=int(params),
     )
+
+
+def hf_config(source: ModelSource) -> Any:
+    """The transformers config of a model source (transformers is imported only here, when asked)."""
+    from transformers import AutoConfig
+
+    config = dict(source.config)
+    model_type = config.pop("model_type")
+    try:
+        return AutoConfig.for_model(model_type, **config)
+    except (ValueError, KeyError) as e:
+        raise InvalidInput(
+            "model.model_type",
+            model_type,
+            f"transformers cannot build it ({e})",
+            "Use a decoder-only architecture",
+        ) from None

@@ -2,7 +2,7 @@
 
 :func:`compare_paths` is a pure function of the two paths' deployment records and load-test
 reports, the plan and the fleet (the FGD fragmentation function is passed in); :mod:`.inputs` reads
-those records from files with clear errors, and :mod:`.command` is ``gpuplace compare``/``report``.
+those records from files with clear errors, and :mod:`.step` runs the comparison step end to end.
 docs/comparison.md defines every metric, each criterion's normalisation, and the ROI arithmetic.
 """
 
@@ -17,7 +17,8 @@ from gpuplace.compare.roi import roi
 from gpuplace.compare.score import CRITERIA, DEFAULT_WEIGHTS, parse_assessed, parse_weights, score
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.types import Inventory
-from gpuplace.types.compare import PATHS, Comparison, PlanFacts
+from gpuplace.types.compare import PATHS, Comparison
+from gpuplace.types.plan import PlacementPlan
 
 __all__ = [
     "CRITERIA",
@@ -34,7 +35,7 @@ __all__ = [
 def compare_paths(
     results: Sequence[PathResult],
     *,
-    plan: PlanFacts | None = None,
+    plan: PlacementPlan | None = None,
     fleet: Inventory | None = None,
     catalog: GpuCatalog | None = None,
     fragmentation: FragmentationFn | None = None,

@@ -1,61 +1,20 @@
-"""Reading the comparison's inputs from files: deployment records, load-test reports, the plan.
+"""The comparison's inputs, read through the modules that own each file.
 
-Each reader names the parameter and the file in its error, so ``gpuplace compare`` and the
-``compare_paths`` component fail with a message that says which input is wrong. A load test's output
-may be given as its directory (``report.json`` inside) or the file itself.
+Deployment records come from :func:`gpuplace.deploy.read_record`, load-test reports from
+:func:`gpuplace.loadtest.io.read_report`, the plan from :func:`gpuplace.plandir.read_plan_dir`; each
+error names the parameter (``native_deployment``, ``kubeflow_report``, ...) so ``gpuplace compare`` and
+the ``compare_paths`` component say which input is wrong.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from gpuplace.compare.metrics import FragmentationFn, PathResult
+from gpuplace.deploy import read_record
 from gpuplace.errors import InvalidInput
-from gpuplace.types import DeploymentRecord, Inventory
-from gpuplace.types.compare import PlanFacts
-from gpuplace.types.loadtest import LatencyReport
-
-T = TypeVar("T")
-
-
-def read_json(field: str, path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InvalidInput(field, str(path), "no such file", f"Give the {what}") from None
-    except IsADirectoryError:
-        raise InvalidInput(field, str(path), "is a directory", f"Give the {what}") from None
-    except json.JSONDecodeError as e:
-        raise InvalidInput(field, str(path), f"is not JSON ({e.msg} at line {e.lineno})", "") from None
-
-
-def _load_record(field: str, path: str | Path, default_name: str, what: str, parse: Callable[[Any], T]) -> T:
-    """``parse`` of the JSON at ``path`` (or ``path/default_name``), errors naming ``field``."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / default_name
-    data = read_json(field, p, what)
-    try:
-        return parse(data)
-    except (TypeError, KeyError, AttributeError, ValueError) as e:
-        raise InvalidInput(field, str(p), f"is not a valid {default_name} ({e})", "") from None
-
-
-def load_report(field: str, path: str | Path) -> LatencyReport:
-    """``report.json`` of a load test (or its output directory)."""
-    return _load_record(
-        field, path, "report.json", "report.json of gpuplace loadtest", LatencyReport.from_json_dict
-    )
-
-
-def load_deployment_record(field: str, path: str | Path) -> DeploymentRecord:
-    """``deployment.json`` of a deploy step (or its directory)."""
-    return _load_record(
-        field, path, "deployment.json", "deployment.json of gpuplace deploy", DeploymentRecord.from_json_dict
-    )
+from gpuplace.loadtest.io import read_report
+from gpuplace.types import Inventory
 
 
 def load_path_result(path: str, deployment: str | Path, report: str | Path) -> PathResult:
@@ -66,14 +25,9 @@ def load_path_result(path: str, deployment: str | Path, report: str | Path) -> P
         raise InvalidInput(f"{path}_report", "", "is missing", "Give the path's load-test report.json")
     return PathResult(
         path=path,
-        deployment=load_deployment_record(f"{path}_deployment", deployment),
-        report=load_report(f"{path}_report", report),
+        deployment=read_record(deployment, f"{path}_deployment"),
+        report=read_report(report, f"{path}_report"),
     )
-
-
-def load_plan_facts(path: str | Path) -> PlanFacts:
-    """The plan facts of ``plan.json`` (a plan directory works too)."""
-    return _load_record("plan", path, "plan.json", "plan.json of gpuplace plan", PlanFacts.from_json_dict)
 
 
 def default_fragmentation() -> FragmentationFn:

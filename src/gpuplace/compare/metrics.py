@@ -10,14 +10,16 @@ Nothing here reads files or talks to a server; fragmentation is computed by a fu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.loadtest.metrics import prediction_error as _prediction_rows
 from gpuplace.types import DeploymentRecord, GpuDevice, Inventory
-from gpuplace.types.compare import HOURS_PER_MONTH, PathMetrics, PlanFacts
+from gpuplace.types.compare import PathMetrics
 from gpuplace.types.loadtest import LatencyReport
+from gpuplace.types.plan import PlacementPlan, Prediction
+from gpuplace.units import HOURS_PER_MONTH
 
 FragmentationFn = Callable[[Inventory], float]
 
@@ -59,10 +61,12 @@ def sla_breach_cost_usd_per_month(breaches_per_month: float, penalty_usd_per_bre
     return breaches_per_month * penalty_usd_per_breach
 
 
-def mean_abs_prediction_error(report: LatencyReport, predicted: Mapping[str, float]) -> float:
+def mean_abs_prediction_error(report: LatencyReport, predicted: Prediction | None) -> float:
     """Mean of |measured − predicted| / predicted over p99 TTFT and p99 TPOT; NaN without a prediction."""
+    if predicted is None:
+        return math.nan
     rows = _prediction_rows(report, predicted)
-    errors = [abs(r["error"]) for r in rows.values() if not math.isnan(r["error"])]
+    errors = [abs(r["error"]) for k, r in rows.items() if k.endswith("p99_s") and not math.isnan(r["error"])]
     return sum(errors) / len(errors) if errors else math.nan
 
 
@@ -72,7 +76,9 @@ def latency_predictability(report: LatencyReport) -> float:
     return sum(ratios) / len(ratios) if ratios else math.nan
 
 
-def allocated_gpu_ids(deployment: DeploymentRecord, plan: PlanFacts | None) -> tuple[tuple[str, ...], str]:
+def allocated_gpu_ids(
+    deployment: DeploymentRecord, plan: PlacementPlan | None
+) -> tuple[tuple[str, ...], str]:
     """The GPU ids this path holds, and where they came from: the pods' own, else the plan's."""
     from_pods = tuple(g for p in deployment.pods for g in p.gpu_ids)
     if from_pods:
@@ -111,7 +117,7 @@ def monthly_cost_usd(fleet: Inventory, gpu_ids: Sequence[str], catalog: GpuCatal
 def path_metrics(
     result: PathResult,
     *,
-    plan: PlanFacts | None,
+    plan: PlacementPlan | None,
     fleet: Inventory | None,
     catalog: GpuCatalog | None,
     fragmentation: FragmentationFn | None,
@@ -141,9 +147,9 @@ def path_metrics(
     if fleet is not None and fleet.gpu_count:
         ratio = frag / fleet.gpu_count
 
-    rate = rep.slo.rate_rps if not math.isnan(rep.slo.rate_rps) else rep.request_throughput_rps
+    rate = rep.slo.rate_rps if rep.slo.rate_rps is not None else rep.request_throughput_rps
     breaches = sla_breaches_per_month(rep.slo_attainment, rate)
-    predicted = plan.predicted if plan is not None else {}
+    predicted = plan.prediction if plan is not None else None
     if dep.target == "local":
         notes.append("served by the local target (one process on this machine), not a Kubernetes cluster")
     return PathMetrics(

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from gpuplace.errors import InvalidInput
-from gpuplace.types.compare import MONTHS_PER_QUARTER, PathMetrics, Roi
+from gpuplace.types.compare import PathMetrics, Roi
+from gpuplace.units import MONTHS_PER_QUARTER
 
 
 def roi(

@@ -43,6 +43,7 @@ class Criterion:
 _RATIO_LOWER = "best / value (the lowest value scores 1; 0 when the best is 0 and this is not)"
 _RATIO_HIGHER = "value / best (the highest value scores 1)"
 
+ASSESSED = "assessed score (a judgement, not measured)"
 CRITERIA: dict[str, Criterion] = {
     c.name: c
     for c in (
@@ -291,4 +292,5 @@ def score(
         margin=margin,
         relative_margin=margin / base if base and base > 0 else math.nan,
         flips=flip_points(weights, normalised, winner),
+        normalisation={c: CRITERIA[c].normalisation if c in CRITERIA else ASSESSED for c in normalised},
     )

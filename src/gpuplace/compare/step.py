@@ -14,15 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuplace.compare import compare_paths
-from gpuplace.compare.inputs import (
-    default_fragmentation,
-    load_path_result,
-    load_plan_facts,
-    load_report,
-)
+from gpuplace.compare.inputs import default_fragmentation, load_path_result
 from gpuplace.compare.metrics import PathResult
 from gpuplace.compare.score import parse_assessed, parse_weights
 from gpuplace.errors import InvalidInput
+from gpuplace.loadtest.io import RECORDS_JSONL, RECORDS_PARQUET, read_records, read_report
+from gpuplace.plandir import read_plan_dir
 from gpuplace.types.compare import PATHS, Comparison
 from gpuplace.types.loadtest import LatencyReport, RequestResult
 
@@ -77,12 +74,30 @@ class CompareOutputs:
     mlflow_where: str = ""
 
 
-def loadtest_records(loadtest: str) -> list[RequestResult]:
-    from gpuplace.loadtest.step import read_records
+COMPARISON_FILE = "comparison.json"
 
+
+def read_comparison(path: str | Path) -> Comparison:
+    """A ``comparison.json`` (or the folder holding one) as :func:`run_compare_step` wrote it."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / COMPARISON_FILE
+    try:
+        return Comparison.from_json_dict(json.loads(p.read_text()))
+    except (FileNotFoundError, IsADirectoryError):
+        raise InvalidInput(
+            "comparison", str(p), "no such file", "Give gpuplace compare's comparison.json"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise InvalidInput("comparison", str(p), f"is not JSON ({e.msg} at line {e.lineno})", "") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise InvalidInput("comparison", str(p), f"is not a comparison ({e})", "") from None
+
+
+def loadtest_records(loadtest: str) -> list[RequestResult]:
     folder = Path(loadtest)
     folder = folder if folder.is_dir() else folder.parent
-    for name in ("records.jsonl", "records.parquet"):
+    for name in (RECORDS_JSONL, RECORDS_PARQUET):
         if (folder / name).is_file():
             return read_records(folder / name)
     return []
@@ -95,10 +110,11 @@ def run_compare_step(options: CompareOptions, out_dir: str | Path, *, quiet: boo
     weights = parse_weights(options.weights, assessed)
     results: list[PathResult] = [load_path_result(p.path, p.deployment, p.loadtest) for p in options.paths]
     sweeps: dict[str, list[LatencyReport]] = {
-        p.path: [r.report] + [load_report(f"{p.path}_sweep", s) for s in p.sweep]
+        p.path: [r.report] + [read_report(s, f"{p.path}_sweep") for s in p.sweep]
         for p, r in zip(options.paths, results, strict=True)
     }
-    plan = load_plan_facts(options.plan) if options.plan else None
+    planned = read_plan_dir(options.plan) if options.plan else None
+    plan = planned.plan if planned is not None else None
     fleet = catalog = None
     if options.inventory:
         from gpuplace.catalog import load_gpu_catalog
@@ -134,7 +150,7 @@ def run_compare_step(options: CompareOptions, out_dir: str | Path, *, quiet: boo
     )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cjson = out / "comparison.json"
+    cjson = out / COMPARISON_FILE
     cjson.write_text(json.dumps(comparison.to_json_dict(), indent=2, allow_nan=False) + "\n")
     records = {p.path: loadtest_records(p.loadtest) for p in options.paths}
     from gpuplace.report import write_report
@@ -156,7 +172,7 @@ def run_compare_step(options: CompareOptions, out_dir: str | Path, *, quiet: boo
             name=m.run_name or f"compare {plan.plan_id if plan else ''}".strip(),
             comparison=comparison,
             profile=Path(m.profile) if m.profile else None,
-            plan=Path(options.plan) if options.plan else None,
+            plan=planned,
             manifests=Path(m.manifests) if m.manifests else None,
             paths=tuple(PathFiles(p.path, Path(p.deployment), Path(p.loadtest)) for p in options.paths),
             report_dir=out,

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplace import __version__
+from gpuplace import labels as L
 from gpuplace.errors import InvalidInput
 from gpuplace.extender.server import DEFAULT_PORT, DEFAULT_PREFIX
-from gpuplace.inventory import labels as L
 
 NAME = "gpuplace-extender"
 DEFAULT_NAMESPACE = "kube-system"

@@ -18,8 +18,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuplace import labels as L
 from gpuplace.errors import InvalidInput, UnknownName
-from gpuplace.inventory import labels as L
 from gpuplace.inventory.cluster import quantity
 from gpuplace.planner.fragmentation import MILLI, FragmentationModel
 from gpuplace.planner.latency import TIERS

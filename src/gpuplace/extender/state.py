@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuplace import labels as L
 from gpuplace.catalog import GpuCatalog, load_gpu_catalog
 from gpuplace.errors import InvalidInput
 from gpuplace.extender.fit import node_fit, read_assignment
-from gpuplace.inventory import labels as L
 from gpuplace.inventory.cluster import inventory_from_objects, pod_gpu_requests, quantity
 from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FragmentationModel, TaskClass
 from gpuplace.types import GpuDevice, Node

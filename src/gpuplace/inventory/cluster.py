@@ -1,7 +1,7 @@
 """The inventory of a live cluster: GPU nodes from their Node objects, allocations from running pods.
 
 What a Node object says is read the way the NVIDIA device plugin and GPU Feature Discovery write it
-(:mod:`gpuplace.inventory.labels`): allocatable ``nvidia.com/gpu`` and ``nvidia.com/mig-<profile>``,
+(:mod:`gpuplace.labels`): allocatable ``nvidia.com/gpu`` and ``nvidia.com/mig-<profile>``,
 ``nvidia.com/gpu.product``/``gpu.memory``/``mig.strategy`` labels, taints, zone and rack labels. GFD
 does not label topology, so NUMA node, PCIe switch and NVLink island come from the
 ``gpuplace.io/gpu-topology`` annotation when present, and are otherwise guessed (GPUs split evenly over
@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from gpuplace import labels as L
 from gpuplace.catalog import GpuCatalog, load_gpu_catalog
 from gpuplace.errors import InvalidInput
-from gpuplace.inventory import labels as L
 from gpuplace.inventory.fleetfile import match_product, require_gpus
 from gpuplace.types import GpuDevice, GpuSpec, Inventory, Node, Taint
 from gpuplace.types.fleet import MIG_STRATEGIES

@@ -21,7 +21,6 @@ from gpuplace.k8s.errors import (
     Throttled,
     Unreachable,
 )
-from gpuplace.k8s.plandir import PlanBundle, PlannedReplica, load_plan_dir
 from gpuplace.k8s.rollout import RolloutTimeout
 
 __all__ = [
@@ -33,8 +32,6 @@ __all__ = [
     "Invalid",
     "KubeError",
     "NotFound",
-    "PlanBundle",
-    "PlannedReplica",
     "RolloutTimeout",
     "ServerError",
     "TeardownResult",
@@ -42,7 +39,6 @@ __all__ = [
     "Unreachable",
     "connect",
     "deploy_plan",
-    "load_plan_dir",
     "teardown_plan",
     "teardown_run",
 ]

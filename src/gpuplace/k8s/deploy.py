@@ -12,6 +12,7 @@ the error: never half a deployment without a word. :func:`teardown_plan` deletes
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -20,10 +21,12 @@ from typing import Any
 from gpuplace.errors import GpuplaceError, InvalidInput
 from gpuplace.k8s.api import Api, ref
 from gpuplace.k8s.errors import KubeError, NotFound
-from gpuplace.k8s.plandir import PLAN_LABEL, REPLICA_LABEL, RUN_LABEL, PlanBundle, PlannedReplica, labelled
 from gpuplace.k8s.retry import Deadline
 from gpuplace.k8s.rollout import RolloutTimeout, pod_record, wait_for_rollout
+from gpuplace.labels import MANAGED_BY, MANAGER, PLAN_LABEL, REPLICA_LABEL, RUN_LABEL
+from gpuplace.plandir import WORKLOAD_KINDS, PlanDir
 from gpuplace.types import DeploymentRecord, PodRecord
+from gpuplace.types.plan import Placement
 
 ON_FAILURE = ("teardown", "rollback", "keep")
 DEFAULT_TIMEOUT_S = 300.0
@@ -55,8 +58,23 @@ def pod_selector(plan_id: str) -> str:
     return f"{PLAN_LABEL}={plan_id}"
 
 
+def labelled(obj: Mapping[str, Any], plan_id: str, run_id: str = "") -> dict[str, Any]:
+    """``obj`` with the labels tying it to its plan and pipeline run (pod templates get the plan's)."""
+    out: dict[str, Any] = json.loads(json.dumps(obj))  # deep copy of plain YAML data
+    tie = {MANAGED_BY: MANAGER, PLAN_LABEL: plan_id}
+    meta = out.setdefault("metadata", {})
+    meta.pop("namespace", None)
+    meta["labels"] = {**(meta.get("labels") or {}), **tie, **({RUN_LABEL: run_id} if run_id else {})}
+    template = (out.get("spec") or {}).get("template")
+    if out.get("kind") in WORKLOAD_KINDS and isinstance(template, dict):
+        # Not the run id: a new pipeline run of an unchanged plan must not roll the pods.
+        tmeta = template.setdefault("metadata", {})
+        tmeta["labels"] = {**(tmeta.get("labels") or {}), **tie}
+    return out
+
+
 def match_placements(
-    pods: list[PodRecord], placements: tuple[PlannedReplica, ...], replica_of: Mapping[str, int]
+    pods: list[PodRecord], placements: tuple[Placement, ...], replica_of: Mapping[str, int]
 ) -> list[PodRecord]:
     """Pair pods with planned replicas: by the replica label when pods carry one, else by node.
 
@@ -65,7 +83,7 @@ def match_placements(
     """
     by_replica = {p.replica: p for p in placements}
     unused = list(placements)
-    paired: dict[str, PlannedReplica] = {}
+    paired: dict[str, Placement] = {}
     for pod in pods:
         r = replica_of.get(pod.name)
         if r is not None and r in by_replica and by_replica[r] in unused:
@@ -89,8 +107,8 @@ def match_placements(
     ]
 
 
-def _endpoint(bundle: PlanBundle, namespace: str) -> str:
-    for m in bundle.manifests:
+def _endpoint(plan_dir: PlanDir, namespace: str) -> str:
+    for m in plan_dir.manifests:
         if m.get("kind") == "Service":
             ports = (m.get("spec") or {}).get("ports") or [{}]
             port = ports[0].get("port", 80)
@@ -109,8 +127,9 @@ def _restorable(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("status",)} | {"metadata": meta}
 
 
-def collect_pods(api: Api, bundle: PlanBundle, namespace: str, *, deadline: Deadline) -> list[PodRecord]:
-    pods = api.list("v1", "Pod", namespace, label_selector=pod_selector(bundle.plan_id), deadline=deadline)
+def collect_pods(api: Api, plan_dir: PlanDir, namespace: str, *, deadline: Deadline) -> list[PodRecord]:
+    plan = plan_dir.plan
+    pods = api.list("v1", "Pod", namespace, label_selector=pod_selector(plan.plan_id), deadline=deadline)
     live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
     records = sorted((pod_record(p) for p in live), key=lambda r: r.name)
     replica_of: dict[str, int] = {}
@@ -118,11 +137,11 @@ def collect_pods(api: Api, bundle: PlanBundle, namespace: str, *, deadline: Dead
         value = ((p.get("metadata") or {}).get("labels") or {}).get(REPLICA_LABEL)
         if value is not None and str(value).isdigit():
             replica_of[p["metadata"]["name"]] = int(value)
-    return match_placements(records, bundle.placements, replica_of)
+    return match_placements(records, plan.placements, replica_of)
 
 
 def deploy_plan(
-    bundle: PlanBundle,
+    plan_dir: PlanDir,
     *,
     api: Api,
     namespace: str,
@@ -131,14 +150,15 @@ def deploy_plan(
     on_failure: str = "teardown",
     log: Callable[[str], None] | None = None,
 ) -> DeploymentRecord:
-    """Apply ``bundle`` to ``namespace`` and wait until it runs; see the module docstring."""
+    """Apply ``plan_dir``'s manifests to ``namespace`` and wait until it runs; see the module docstring."""
     if on_failure not in ON_FAILURE:
         raise InvalidInput("on_failure", on_failure, f"must be one of {', '.join(ON_FAILURE)}")
     if timeout_s <= 0:
         raise InvalidInput("timeout_s", timeout_s, "must be positive")
     say = log or (lambda _m: None)
     deadline = Deadline(timeout_s)
-    objects = [labelled(m, bundle.plan_id, run_id) for m in bundle.manifests]
+    plan = plan_dir.plan
+    objects = [labelled(m, plan.plan_id, run_id) for m in plan_dir.manifests]
     created_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
     try:
@@ -168,39 +188,39 @@ def deploy_plan(
             api.apply(obj, namespace, deadline=deadline)
             applied.append(obj)
             say(f"applied {ref(obj)}")
-        for w in bundle.workloads():
+        for w in plan_dir.workloads():
             wait_for_rollout(
                 api,
                 w["metadata"]["name"],
                 namespace,
-                pod_selector=pod_selector(bundle.plan_id),
+                pod_selector=pod_selector(plan.plan_id),
                 deadline=deadline,
                 on_status=say,
             )
         say(f"rolled out in {time.monotonic() - t0:.1f} s")
-        pods = collect_pods(api, bundle, namespace, deadline=Deadline(max(10.0, deadline.remaining())))
+        pods = collect_pods(api, plan_dir, namespace, deadline=Deadline(max(10.0, deadline.remaining())))
     except (KubeError, RolloutTimeout) as e:
-        cleanup = _clean_up(api, applied, previous, namespace, on_failure, bundle)
+        cleanup = _clean_up(api, applied, previous, namespace, on_failure, plan.plan_id)
         raise DeployFailed(
-            f"deploying plan {bundle.plan_id} to namespace {namespace} failed: {e}", cleanup=cleanup, cause=e
+            f"deploying plan {plan.plan_id} to namespace {namespace} failed: {e}", cleanup=cleanup, cause=e
         ) from e
 
     record = DeploymentRecord(
         target="kubernetes",
-        name=bundle.deployment_name,
+        name=plan.deployment_name,
         namespace=namespace,
-        endpoint=_endpoint(bundle, namespace),
-        model=bundle.model,
+        endpoint=_endpoint(plan_dir, namespace),
+        model=plan.model,
         ready=True,
         pods=tuple(pods),
         created_at=created_at,
-        plan_id=bundle.plan_id,
-        served_model_name=bundle.model,
+        plan_id=plan.plan_id,
+        served_model_name=plan_dir.serving.served_model_name,
     )
     notes = [f"placement mismatch: {m}" for m in record.mismatches()]
-    if len(pods) != len(bundle.placements) and bundle.placements:
-        notes.append(f"plan has {len(bundle.placements)} placements, {len(pods)} pods are running")
-    if any(p.gpu_ids for p in bundle.placements):
+    if len(pods) != len(plan.placements) and plan.placements:
+        notes.append(f"plan has {len(plan.placements)} placements, {len(pods)} pods are running")
+    if any(p.gpu_ids for p in plan.placements):
         notes.append(
             "GPU sets are the plan's: the API does not show which devices the device plugin assigned"
         )
@@ -213,7 +233,7 @@ def _clean_up(
     previous: Mapping[str, dict[str, Any] | None],
     namespace: str,
     on_failure: str,
-    bundle: PlanBundle,
+    plan_id: str,
 ) -> str:
     if not applied:
         return "Nothing was applied."
@@ -223,7 +243,7 @@ def _clean_up(
     deadline = Deadline(60.0)
     try:
         if on_failure == "teardown":
-            result = teardown_objects(api, applied, namespace, plan_id=bundle.plan_id, deadline=deadline)
+            result = teardown_objects(api, applied, namespace, plan_id=plan_id, deadline=deadline)
             return f"Tore down what was applied: {', '.join(result.deleted + result.absent)}."
         restored, deleted = [], []
         for obj in reversed(applied):
@@ -272,13 +292,12 @@ def teardown_objects(
 
 
 def teardown_plan(
-    bundle: PlanBundle, *, api: Api, namespace: str, timeout_s: float = 120.0, wait: bool = True
+    plan_dir: PlanDir, *, api: Api, namespace: str, timeout_s: float = 120.0, wait: bool = True
 ) -> TeardownResult:
-    """Delete every object of ``bundle`` in reverse apply order (404 is success), then wait for its pods."""
-    objects = [labelled(m, bundle.plan_id) for m in bundle.manifests]
-    return teardown_objects(
-        api, objects, namespace, plan_id=bundle.plan_id, deadline=Deadline(timeout_s), wait=wait
-    )
+    """Delete every object of the plan in reverse apply order (404 is success), then wait for its pods."""
+    plan_id = plan_dir.plan.plan_id
+    objects = [labelled(m, plan_id) for m in plan_dir.manifests]
+    return teardown_objects(api, objects, namespace, plan_id=plan_id, deadline=Deadline(timeout_s), wait=wait)
 
 
 # The kinds a plan's manifests hold; teardown by run id looks for these.

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuplace.types import Distribution
-from gpuplace.types.loadtest import LatencyReport, RequestResult, SloBounds
+from gpuplace.types.loadtest import LatencyReport, RequestResult
+from gpuplace.types.plan import Prediction, Slo
 
 # A p99 SLO tolerates 1% misses; more failed requests than that miss it whatever the latencies were.
 SLO_FAILURE_SHARE = 0.01
@@ -41,12 +42,12 @@ def summarize(
     results: Sequence[RequestResult],
     *,
     duration_s: float | None = None,
-    slo: SloBounds | None = None,
+    slo: Slo | None = None,
     interrupted: bool = False,
     workload: Mapping[str, Any] | None = None,
 ) -> LatencyReport:
     """Summarise one run's records. ``duration_s`` defaults to the last request's end (run start = 0)."""
-    slo = slo or SloBounds()
+    slo = slo or Slo()
     ok = [r for r in results if r.success]
     failed = [r for r in results if not r.success]
     if duration_s is None:
@@ -62,8 +63,8 @@ def summarize(
     if slo.bounded:
         slo_met = (
             bool(ok)
-            and ttft.p99 <= slo.ttft_p99_s
-            and (tpot.count == 0 or tpot.p99 <= slo.tpot_p99_s)
+            and (slo.ttft_p99_s is None or ttft.p99 <= slo.ttft_p99_s)
+            and (slo.tpot_p99_s is None or tpot.count == 0 or tpot.p99 <= slo.tpot_p99_s)
             and len(failed) <= SLO_FAILURE_SHARE * len(results)
         )
     return LatencyReport(
@@ -94,20 +95,21 @@ def summarize(
     )
 
 
-def prediction_error(report: LatencyReport, predicted: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Measured p99 TTFT/TPOT against a plan's prediction: ``{metric: {predicted_s, measured_s, error}}``.
+def prediction_error(report: LatencyReport, predicted: Prediction) -> dict[str, dict[str, float]]:
+    """Measured against predicted p50 and p99 TTFT and TPOT: ``{metric: {predicted_s, measured_s, error}}``.
 
-    ``predicted`` is the plan's ``predicted`` object (keys ``ttft_p99_s``, ``tpot_p99_s``); missing
-    or null keys are skipped. ``error`` is (measured − predicted) / predicted.
+    ``error`` is (measured − predicted) / predicted; a prediction that is not finite and positive (an
+    unstable shape) is skipped. Only call this when the prediction is for the device that was measured.
     """
     out: dict[str, dict[str, float]] = {}
-    for key, measured in (("ttft_p99_s", report.ttft.p99), ("tpot_p99_s", report.tpot.p99)):
-        value = predicted.get(key)
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    for key, measured in (
+        ("ttft_p50_s", report.ttft.p50),
+        ("ttft_p99_s", report.ttft.p99),
+        ("tpot_p50_s", report.tpot.p50),
+        ("tpot_p99_s", report.tpot.p99),
+    ):
+        value = float(getattr(predicted, key))
+        if not (math.isfinite(value) and value > 0):
             continue
-        out[key] = {
-            "predicted_s": float(value),
-            "measured_s": measured,
-            "error": (measured - value) / value,
-        }
+        out[key] = {"predicted_s": value, "measured_s": measured, "error": (measured - value) / value}
     return out

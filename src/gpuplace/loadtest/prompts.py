@@ -34,7 +34,7 @@ def load_tokenizer(spec: str) -> Any:
 
     path = Path(spec).expanduser()
     if not path.is_dir():
-        from gpuplace.serving.model_dir import build_model_dir
+        from gpuplace.catalog.modeldir import build_model_dir
 
         path = build_model_dir(spec)
     try:

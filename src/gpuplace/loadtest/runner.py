@@ -23,7 +23,8 @@ from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.client import EndpointState, send
 from gpuplace.loadtest.metrics import summarize
 from gpuplace.progress import Progress
-from gpuplace.types.loadtest import LatencyReport, RequestResult, SloBounds
+from gpuplace.types.loadtest import LatencyReport, RequestResult
+from gpuplace.types.plan import Slo
 from gpuplace.workload import RequestSpec
 
 # Sleep until this close to a send time, then yield to the loop without sleeping: asyncio's timer
@@ -44,7 +45,7 @@ class RunOptions:
     max_duration_s: float | None = None
     request_timeout_s: float = 600.0
     drain_s: float = 30.0
-    slo: SloBounds = field(default_factory=SloBounds)
+    slo: Slo = field(default_factory=Slo)
     show_progress: bool = True
     warmup: bool = True  # probe /v1/models and send one 2-token request before the clock starts
 

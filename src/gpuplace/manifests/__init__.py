@@ -12,7 +12,7 @@ from gpuplace.manifests.builders import (
     ServingOptions,
     build_manifests,
     kfp_fragments,
-    to_yaml,
+    serving_spec,
 )
 
-__all__ = ["VLLM_IMAGE", "ManifestSet", "ServingOptions", "build_manifests", "kfp_fragments", "to_yaml"]
+__all__ = ["VLLM_IMAGE", "ManifestSet", "ServingOptions", "build_manifests", "kfp_fragments", "serving_spec"]

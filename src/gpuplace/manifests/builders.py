@@ -13,21 +13,29 @@ Namespace objects are made: apply into the namespace of your choice.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from gpuplace.errors import InvalidInput
-from gpuplace.inventory.labels import GPU_RESOURCE, HOSTNAME, MIG_RESOURCE_PREFIX, PRODUCT, ZONE, gfd_labels
+from gpuplace.labels import (
+    APP,
+    GPU_RESOURCE,
+    HOSTNAME,
+    MANAGED_BY,
+    MANAGER,
+    MIG_RESOURCE_PREFIX,
+    PLAN_LABEL,
+    PRODUCT,
+    ZONE,
+    gfd_labels,
+)
+from gpuplace.serving.runtime import vllm_args
 from gpuplace.types import Inventory, Node
 from gpuplace.types.plan import PlacementPlan
+from gpuplace.types.serving import ServingSpec
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
-MANAGED_BY = "app.kubernetes.io/managed-by"
-PLAN_ID = "gpuplace.io/plan-id"
-APP = "app.kubernetes.io/name"
 PORT = 8000
 CACHE_DIR = "/cache"
 
@@ -55,6 +63,16 @@ class ServingOptions:
         if not self.image or any(c.isspace() for c in self.image):
             raise InvalidInput("image", self.image, "is not an image reference", f"e.g. {VLLM_IMAGE}")
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ServingOptions:
+        """From the edges' names (``gpuplace plan`` flags, ``plan_placement`` parameters); "" = default."""
+        return cls(
+            image=str(params.get("image") or VLLM_IMAGE),
+            model_path=str(params.get("model_path") or ""),
+            numa_align=bool(params.get("numa_align")),
+            priority_class=str(params.get("priority_class") or ""),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ManifestSet:
@@ -67,22 +85,17 @@ class ManifestSet:
         return tuple(o for name in sorted(self.apply) for o in self.apply[name])
 
 
-def to_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
-    """A multi-document YAML stream, keys in the order built (kubectl-style)."""
-    return "".join("---\n" + yaml.safe_dump(dict(o), sort_keys=False) for o in objects)
-
-
 def _labels(plan: PlacementPlan) -> dict[str, str]:
     return {
         APP: plan.deployment_name,
         "app.kubernetes.io/component": "inference-server",
-        MANAGED_BY: "gpuplace",
-        PLAN_ID: plan.plan_id,
+        MANAGED_BY: MANAGER,
+        PLAN_LABEL: plan.plan_id,
     }
 
 
 def _selector(plan: PlacementPlan) -> dict[str, str]:
-    return {APP: plan.deployment_name, MANAGED_BY: "gpuplace"}
+    return {APP: plan.deployment_name, MANAGED_BY: MANAGER}
 
 
 def _planned_nodes(plan: PlacementPlan, inventory: Inventory) -> list[Node]:
@@ -154,6 +167,44 @@ def gpu_resources(plan: PlacementPlan, inventory: Inventory) -> dict[str, str]:
     return {GPU_RESOURCE: str(chosen.gpus_per_replica)}
 
 
+def serving_spec(plan: PlacementPlan, inventory: Inventory, options: ServingOptions) -> ServingSpec:
+    """What every replica of ``plan`` runs on a cluster: vLLM's OpenAI server with the planned shape.
+
+    The engine parameters come from the prediction (``max_num_seqs`` is the batch the prediction sized
+    memory for) and the planned traffic (``max_model_len``), so the deployment runs what was predicted.
+    """
+    chosen = plan.chosen
+    pred = chosen.prediction
+    resources = gpu_resources(plan, inventory)
+    ((resource, count),) = resources.items()
+    served = options.served_model_name or plan.model
+    args = vllm_args(
+        model=options.model_path or plan.model,
+        served_model_name=served,
+        tensor_parallel_size=chosen.tp,
+        max_model_len=plan.traffic.max_context_tokens,
+        max_num_seqs=max(1, pred.max_batch if pred is not None else 16),
+        # A time-sliced GPU's memory is shared with its other tenants.
+        gpu_memory_utilization=float(f"{0.9 * (chosen.share if chosen.kind == 'shared' else 1.0):.3g}"),
+        port=PORT,
+    )
+    return ServingSpec(
+        engine="vllm",
+        image=options.image,
+        model=plan.model,
+        model_source=options.model_path or plan.model,
+        served_model_name=served,
+        args=(*args, *options.extra_args),
+        gpu_resource=resource,
+        gpus_per_replica=int(count),
+        tensor_parallel=chosen.tp,
+        mig_profile=chosen.mig_profile,
+        gpu_share=chosen.share if chosen.kind == "shared" else 1.0,
+        replicas=plan.replicas,
+        port=PORT,
+    )
+
+
 def cpu_count(plan: PlacementPlan, inventory: Inventory, options: ServingOptions) -> int:
     gpus = plan.chosen.gpus_per_replica
     if not options.numa_align:
@@ -169,41 +220,23 @@ def cpu_count(plan: PlacementPlan, inventory: Inventory, options: ServingOptions
 def _container(
     plan: PlacementPlan, inventory: Inventory, options: ServingOptions, *, dra: bool = False
 ) -> dict[str, Any]:
-    pred = plan.chosen.prediction
-    max_seqs = pred.max_batch if pred is not None else 16
-    args = [
-        options.model_path or plan.model,
-        "--served-model-name",
-        options.served_model_name or plan.model,
-        "--tensor-parallel-size",
-        str(plan.chosen.tp),
-        "--port",
-        str(PORT),
-        "--max-num-seqs",
-        str(max(1, max_seqs)),
-        "--max-model-len",
-        str(plan.slo.prompt_tokens + plan.slo.output_tokens),
-        # A time-sliced GPU's memory is shared with its other tenants.
-        "--gpu-memory-utilization",
-        f"{0.9 * (plan.chosen.share if plan.chosen.kind == 'shared' else 1.0):.3g}",
-        *options.extra_args,
-    ]
+    serving = plan.serving or serving_spec(plan, inventory, options)
     cpus = str(cpu_count(plan, inventory, options))
     memory = f"{options.memory_gib_per_gpu * plan.chosen.gpus_per_replica}Gi"
     limits: dict[str, str] = {"cpu": cpus, "memory": memory}
     if not dra:
-        limits |= gpu_resources(plan, inventory)
+        limits |= {serving.gpu_resource: str(serving.gpus_per_replica)}
     resources: dict[str, Any] = {"requests": dict(limits), "limits": dict(limits)}
     if dra:
         resources["claims"] = [{"name": "gpus"}]
     probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
     return {
         "name": "server",
-        "image": options.image,
+        "image": serving.image,
         "imagePullPolicy": "Always",
         "command": ["vllm", "serve"],
-        "args": args,
-        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+        "args": list(serving.args),
+        "ports": [{"name": "http", "containerPort": serving.port, "protocol": "TCP"}],
         "env": [
             {"name": "HOME", "value": CACHE_DIR},
             {"name": "HF_HOME", "value": f"{CACHE_DIR}/huggingface"},

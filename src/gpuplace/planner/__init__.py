@@ -5,9 +5,9 @@ Pure functions of their arguments (no I/O, no torch, kubernetes or mlflow), so t
 module here that reads and writes files (``plan.json``).
 """
 
-from gpuplace.planner.core import PlanRequest, breach_cost_usd_per_month, plan_placement
 from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FragmentationModel, TaskClass, parse_mix
 from gpuplace.planner.latency import Calibration, Shape, calibrate, predict
+from gpuplace.planner.search import PlanRequest, breach_cost_usd_per_month, plan_placement
 from gpuplace.types.plan import NoFeasiblePlacement
 
 __all__ = [

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from gpuplace.profiling import roofline
 from gpuplace.types import GpuSpec, LatencyProfile, ModelArch
 from gpuplace.types.plan import Prediction, Slo
+from gpuplace.types.workload import Traffic
 
 SERVING_DTYPE_BYTES = 2  # vLLM serves in bf16/fp16
 DEFAULT_MBU = 0.5
@@ -162,16 +163,18 @@ def memory_per_gpu_gib(arch: ModelArch, tp: int, batch: int, tokens: int) -> flo
     return (weights + kv) / tp / 2**30 + RUNTIME_OVERHEAD_GIB
 
 
-def predict(cal: Calibration, shape: Shape, slo: Slo, replicas: int) -> Prediction:
-    """Predicted p50/p99 TTFT and TPOT of one replica serving ``slo.rate_rps / replicas``."""
-    lam = slo.rate_rps / replicas
-    out = slo.output_tokens
-    context = slo.prompt_tokens + out / 2
-    s = prefill_s(cal, shape, slo.prompt_tokens)
+def predict(cal: Calibration, shape: Shape, slo: Slo, traffic: Traffic, replicas: int) -> Prediction:
+    """Predicted p50/p99 TTFT and TPOT of one replica serving ``slo.rate_rps / replicas`` of ``traffic``
+    (its mean prompt and output lengths)."""
+    lam = (slo.rate_rps or 0.0) / replicas
+    prompt = max(1, round(traffic.prompt_tokens.mean))
+    out = max(1, round(traffic.output_tokens.mean))
+    context = prompt + out / 2
+    s = prefill_s(cal, shape, prompt)
     a, b = decode_step_cost(cal, shape, context)
     rho = lam * s
     # Saturated: latency unbounded; memory reported for a single sequence (a lower bound).
-    floor_gib = memory_per_gpu_gib(cal.arch, shape.tp, 1, slo.prompt_tokens + out)
+    floor_gib = memory_per_gpu_gib(cal.arch, shape.tp, 1, prompt + out)
     unstable = Prediction(math.inf, math.inf, math.inf, math.inf, math.inf, 1, floor_gib, stable=False)
     if rho >= 1:
         return unstable
@@ -194,5 +197,5 @@ def predict(cal: Calibration, shape: Shape, slo: Slo, replicas: int) -> Predicti
         tpot_p99_s=tpot50 * cal.tpot_tail,
         concurrency=n,
         max_batch=max_batch,
-        memory_per_gpu_gib=memory_per_gpu_gib(cal.arch, shape.tp, max_batch, slo.prompt_tokens + out),
+        memory_per_gpu_gib=memory_per_gpu_gib(cal.arch, shape.tp, max_batch, prompt + out),
     )

@@ -1,30 +1,41 @@
-"""The plan step as the CLI and the ``plan_placement`` component run it: files in, plan folder out.
+"""The plan step as ``gpuplace plan`` and the ``plan_placement`` component run it: files in, plan dir out.
 
-Reads the profile and the inventory, builds the :class:`PlanRequest` from plain parameters, plans,
-renders the manifests and writes the plan folder; returns what the callers print or log. The one place
-(with :mod:`gpuplace.planner.io`) where the planner touches files.
+Reads the profile and the inventory, plans (:func:`gpuplace.planner.plan_placement`, pure), attaches the
+serving spec every path will run, renders the manifests from it and writes the plan directory through
+:mod:`gpuplace.plandir`; returns what the callers print or log. The planner's only contact with files.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplace.errors import InvalidInput
+from gpuplace.plandir import PlanDir
 from gpuplace.types.plan import PlacementPlan
+
+if TYPE_CHECKING:
+    from gpuplace.catalog import GpuCatalog
+    from gpuplace.manifests import ServingOptions
+    from gpuplace.planner.search import PlanRequest
 
 
 @dataclass(frozen=True, slots=True)
 class PlanStepResult:
-    plan: PlacementPlan
-    plan_id: str
-    plan_dir: Path
-    kfp: Mapping[str, Any]
+    plan_dir: PlanDir
     metrics: Mapping[str, float]
     candidates_markdown: str
+
+    @property
+    def plan(self) -> PlacementPlan:
+        return self.plan_dir.plan
+
+    @property
+    def kfp(self) -> Mapping[str, Any]:
+        return self.plan_dir.kfp
 
 
 def plan_metrics(plan: PlacementPlan) -> dict[str, float]:
@@ -51,74 +62,37 @@ def plan_metrics(plan: PlacementPlan) -> dict[str, float]:
 
 
 def run_plan_step(
+    request: PlanRequest,
     *,
-    profile_path: Path,
+    profile: Path,
     inventory: str,
-    model: str,
-    slo_tpot_ms: float,
-    slo_ttft_ms: float,
-    rate: float,
     out: Path,
-    prompt_tokens: int = 512,
-    output_tokens: int = 128,
-    fit_threshold: float = 0.85,
-    kinds: str = "whole,mig,shared",
-    gpus: str = "",
-    prices: Mapping[str, float] | None = None,
-    gpu_catalog: str | None = None,
-    task_mix: str = "",
-    breach_penalty_usd: float = 0.0,
-    deployment_name: str = "",
-    image: str = "",
-    model_path: str = "",
-    numa_align: bool = False,
-    priority_class: str = "",
+    catalog: GpuCatalog,
+    options: ServingOptions,
 ) -> PlanStepResult:
-    from gpuplace.catalog import load_gpu_catalog
+    """Plan ``request`` on ``inventory`` with ``profile`` and write the plan directory ``out``."""
     from gpuplace.inventory import load_inventory
-    from gpuplace.manifests import VLLM_IMAGE, ServingOptions, build_manifests, kfp_fragments
-    from gpuplace.planner import PlanRequest, parse_mix, plan_placement
-    from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX
-    from gpuplace.planner.io import candidates_table, write_plan_dir
+    from gpuplace.manifests import build_manifests, kfp_fragments, serving_spec
+    from gpuplace.plandir import write_plan_dir
+    from gpuplace.planner import plan_placement
+    from gpuplace.planner.tables import candidates_table
     from gpuplace.profiling import load_profile
-    from gpuplace.types.plan import Slo
 
-    if not profile_path.is_file():
+    if not profile.is_file():
         raise InvalidInput(
-            "profile", str(profile_path), "no such file", "Run `gpuplace profile --out <file>.parquet` first"
+            "profile", str(profile), "no such file", "Run `gpuplace profile --out <file>.parquet` first"
         )
-    slo = Slo(
-        tpot_p99_s=slo_tpot_ms / 1000,
-        ttft_p99_s=slo_ttft_ms / 1000,
-        rate_rps=rate,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-    )
-    catalog = load_gpu_catalog(gpu_catalog)
-    price_map = {catalog.get(name, field="prices").name: float(v) for name, v in (prices or {}).items()}
     fleet = load_inventory(inventory, catalog=catalog)
-    request = PlanRequest(
-        model=model,
-        slo=slo,
-        deployment_name=deployment_name,
-        fit_threshold=fit_threshold,
-        prices_usd_per_hour=price_map,
-        kinds=tuple(k.strip() for k in kinds.split(",") if k.strip()),
-        gpus=tuple(catalog.get(g.strip(), field="gpus").name for g in gpus.split(",") if g.strip()),
-        task_mix=parse_mix(task_mix) if task_mix else DEFAULT_LLM_MIX,
-        breach_penalty_usd=breach_penalty_usd,
-    )
-    options = ServingOptions(
-        image=image or VLLM_IMAGE, model_path=model_path, numa_align=numa_align, priority_class=priority_class
-    )
-    plan = plan_placement(load_profile(profile_path), fleet, catalog, request)
+    plan = plan_placement(load_profile(profile), fleet, catalog, request)
+    plan = replace(plan, serving=serving_spec(plan, fleet, options))
     manifests = build_manifests(plan, fleet, options)
-    write_plan_dir(plan, fleet, out, manifests)
-    return PlanStepResult(
-        plan=plan,
-        plan_id=plan.plan_id,
-        plan_dir=out,
+    table = candidates_table(plan)
+    written = write_plan_dir(
+        out,
+        plan,
+        manifests=manifests.apply,
+        alternatives=manifests.alternatives,
         kfp=kfp_fragments(plan, fleet),
-        metrics=plan_metrics(plan),
-        candidates_markdown=candidates_table(plan),
+        candidates_md=table,
     )
+    return PlanStepResult(plan_dir=written, metrics=plan_metrics(plan), candidates_markdown=table)

@@ -13,24 +13,8 @@ from typing import Any
 
 import torch
 
-from gpuplace.catalog.models import ModelSource
+from gpuplace.catalog.models import ModelSource, hf_config
 from gpuplace.errors import InvalidInput
-
-
-def hf_config(source: ModelSource) -> Any:
-    from transformers import AutoConfig
-
-    config = dict(source.config)
-    model_type = config.pop("model_type")
-    try:
-        return AutoConfig.for_model(model_type, **config)
-    except (ValueError, KeyError) as e:
-        raise InvalidInput(
-            "model.model_type",
-            model_type,
-            f"transformers cannot build it ({e})",
-            "Use a decoder-only architecture",
-        ) from None
 
 
 def build_model(

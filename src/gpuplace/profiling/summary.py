@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from gpuplace.types import LatencyProfile
+from gpuplace.units import ms
 
 _HEADERS = (
     "batch",
@@ -19,10 +20,6 @@ _HEADERS = (
     "MBU",
     "peak GiB",
 )
-
-
-def _ms(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v * 1e3:.2f}"
 
 
 def _pct(v: float) -> str:
@@ -40,9 +37,9 @@ def _rows(profile: LatencyProfile) -> list[tuple[str, ...]]:
         rows.append(
             (
                 *head,
-                _ms(r.prefill.median),
-                _ms(r.decode_step.median),
-                _ms(r.decode_step.p99),
+                ms(r.prefill.median, 2),
+                ms(r.decode_step.median, 2),
+                ms(r.decode_step.p99, 2),
                 "-" if math.isnan(r.decode_tokens_per_s) else f"{r.decode_tokens_per_s:.0f}",
                 _pct(r.mbu),
                 "-" if math.isnan(r.peak_memory_gib) else f"{r.peak_memory_gib:.2f}",

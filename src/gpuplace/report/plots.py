@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -21,8 +20,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from gpuplace.types.compare import HOURS_PER_MONTH, Comparison
+from gpuplace.types.compare import Comparison
 from gpuplace.types.loadtest import LatencyReport, RequestResult
+from gpuplace.types.plan import Candidate
 
 PATH_COLORS = {"native": "#1f77b4", "kubeflow": "#ff7f0e"}
 
@@ -111,17 +111,12 @@ def fragmentation_bars(comparison: Comparison) -> Figure | None:
     return fig
 
 
-def _candidate_point(c: Mapping[str, Any]) -> tuple[float, float, bool, str] | None:
-    """(USD/month, p99 TPOT ms, feasible, label) of a planner candidate row; None when it lacks them."""
-    prediction = c.get("prediction") if isinstance(c.get("prediction"), Mapping) else {}
-    cost = c.get("cost_usd_per_month")
-    if cost is None and isinstance(c.get("cost_usd_per_hour"), int | float):
-        cost = float(c["cost_usd_per_hour"]) * HOURS_PER_MONTH
-    tpot = c.get("tpot_p99_s", prediction.get("tpot_p99_s") if prediction else None)
-    if not isinstance(cost, int | float) or not isinstance(tpot, int | float):
+def _candidate_point(c: Candidate) -> tuple[float, float, bool, str] | None:
+    """(USD/month, predicted p99 TPOT ms, feasible, label) of a candidate; None without a prediction."""
+    p = c.prediction
+    if p is None or not (math.isfinite(c.cost_usd_per_month) and math.isfinite(p.tpot_p99_s)):
         return None
-    feasible = c.get("verdict", "feasible") != "rejected" and bool(c.get("feasible", True))
-    return float(cost), float(tpot) * 1e3, feasible, str(c.get("label") or c.get("name") or "")
+    return c.cost_usd_per_month, p.tpot_p99_s * 1e3, c.verdict != "rejected", c.label
 
 
 def cost_vs_latency(comparison: Comparison) -> Figure | None:
@@ -137,7 +132,7 @@ def cost_vs_latency(comparison: Comparison) -> Figure | None:
     if bad:
         ax.scatter([p[0] for p in bad], [p[1] for p in bad], color="#d62728", marker="x", label="rejected")
     for p in points:
-        if plan is not None and p[3] == plan.chosen:
+        if plan is not None and p[3] == plan.chosen.label:
             ax.scatter([p[0]], [p[1]], s=160, facecolors="none", edgecolors="black", label=f"chosen: {p[3]}")
     for m in comparison.paths:
         if not (math.isnan(m.cost_usd_per_month) or math.isnan(m.tpot_p99_s)):

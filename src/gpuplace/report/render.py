@@ -15,7 +15,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpuplace.compare.score import CRITERIA
 from gpuplace.types.compare import Comparison, PathMetrics
 
 
@@ -88,7 +87,8 @@ def render_markdown(c: Comparison, plots: Mapping[str, str] | None = None) -> st
     out = ["# gpuplace comparison: native vs Kubeflow", ""]
     if c.plan is not None:
         out += [
-            f"Plan `{c.plan.plan_id}`: {c.plan.model} on {c.plan.chosen}, {c.plan.replicas} replica(s).",
+            f"Plan `{c.plan.plan_id}`: {c.plan.model} on {c.plan.chosen.label}, "
+            f"{c.plan.replicas} replica(s).",
             "",
         ]
     out += [verdict_line(c), ""]
@@ -115,9 +115,7 @@ def render_markdown(c: Comparison, plots: Mapping[str, str] | None = None) -> st
     ordered = sorted(c.score.normalised.items(), key=lambda kv: -c.score.weights.get(kv[0], 0.0))
     for crit, by_path in ordered:
         w = c.score.weights.get(crit, 0.0)
-        how = (
-            CRITERIA[crit].normalisation if crit in CRITERIA else "assessed score (a judgement, not measured)"
-        )
+        how = c.score.normalisation.get(crit, "")
         cells = " | ".join(f"{by_path[p]:.3f}" for p in paths)
         out.append(f"| {crit} | {w:.2f} | {how} | {cells} |")
     out.append(

@@ -1,11 +1,15 @@
-"""Serving-runtime arguments for clusters: the vLLM OpenAI server's command line, from a plan's shape.
+"""The serving engines' command lines: vLLM's OpenAI server on clusters, ``transformers serve`` locally.
 
 Pure: the manifest builders call :func:`vllm_args` with the plan's choices (model, tensor-parallel
-degree, dtype, context length, memory share) and put the result in the container's ``args``. The
-mapping from plan to flags is documented in docs/serving.md; nothing here talks to a cluster.
+degree, context length, batch, memory share) and put the result in the container's ``args`` and the
+plan's serving spec; the local target runs :func:`serve_command`. The mapping from plan to flags is
+documented in docs/serving.md; nothing here starts a process or talks to a cluster.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from gpuplace.errors import InvalidInput
 
@@ -57,3 +61,23 @@ def vllm_args(
     if random_weights:
         args += ["--load-format", "dummy"]
     return args
+
+
+def serve_command(model_dir: Path, *, host: str, port: int, device: str = "auto") -> list[str]:
+    """The ``transformers serve`` command line, run with this interpreter (no PATH lookup)."""
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; "
+        "sys.exit(main())",
+        "serve",
+        str(model_dir),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--device",
+        device,
+        "--log-level",
+        "warning",
+    ]

@@ -2,7 +2,7 @@
 
 What kube-scheduler sees must be what the planner planned for, so each Node carries what the NVIDIA
 device plugin and GPU Feature Discovery publish on a real node — resources, GFD labels, zone and rack —
-as :mod:`gpuplace.inventory.labels` defines them (the same module reads them back from a live cluster),
+as :mod:`gpuplace.labels` defines them (the same module reads them back from a live cluster),
 plus the fleet's taints and the annotation ``kwok.x-k8s.io/node: fake`` that tells KWOK to keep the node
 Ready and run its pods. GPUs the inventory marks as allocated become one placeholder pod per node, bound
 to it directly, so they are used exactly as a real workload would use them. Pure functions.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuplace.inventory import labels as gfd
+from gpuplace import labels as gfd
 from gpuplace.types import Inventory, Node
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from gpuplace import __version__
 from gpuplace.types import LatencyProfile, PointResult
-from gpuplace.types.compare import Comparison, PathMetrics, PlanFacts
+from gpuplace.types.compare import Comparison, PathMetrics
+from gpuplace.types.plan import Candidate, PlacementPlan
+from gpuplace.units import to_ms
 
 KINDS: tuple[str, ...] = ("pipeline", "step", "path", "sweep_point")
 
@@ -76,10 +78,6 @@ def base_tags(
     return {k: v for k, v in tags.items() if v}
 
 
-def _ms(value: float) -> float:
-    return value * 1e3
-
-
 def finite(metrics: Mapping[str, float]) -> dict[str, float]:
     """MLflow stores NaN but its UI and comparisons do not handle it well: unknown figures are left out."""
     return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
@@ -91,10 +89,10 @@ def path_metric_dict(m: PathMetrics) -> dict[str, float]:
         {
             "provisioning_s": m.provisioning_s,
             "provisioning_p50_s": m.provisioning_p50_s,
-            "ttft_p50_ms": _ms(m.ttft_p50_s),
-            "ttft_p99_ms": _ms(m.ttft_p99_s),
-            "tpot_p50_ms": _ms(m.tpot_p50_s),
-            "tpot_p99_ms": _ms(m.tpot_p99_s),
+            "ttft_p50_ms": to_ms(m.ttft_p50_s),
+            "ttft_p99_ms": to_ms(m.ttft_p99_s),
+            "tpot_p50_ms": to_ms(m.tpot_p50_s),
+            "tpot_p99_ms": to_ms(m.tpot_p99_s),
             "goodput_rps": m.goodput_rps,
             "request_throughput_rps": m.request_throughput_rps,
             "completed_requests": float(m.completed),
@@ -152,7 +150,7 @@ def comparison_params(c: Comparison) -> dict[str, str]:
     return params
 
 
-def plan_metric_dict(plan: PlanFacts) -> dict[str, float]:
+def plan_metric_dict(plan: PlacementPlan) -> dict[str, float]:
     out = {
         "replicas": float(plan.replicas),
         "gpus": float(plan.gpu_count),
@@ -160,21 +158,30 @@ def plan_metric_dict(plan: PlanFacts) -> dict[str, float]:
         "fragmentation_before_gpus": plan.fragmentation_before,
         "fragmentation_after_gpus": plan.fragmentation_after,
     }
-    for key, value in plan.predicted.items():
-        if key.endswith("_s"):
-            out[f"predicted_{key[:-2]}_ms"] = _ms(value)
-        else:
-            out[f"predicted_{key}"] = value
+    pred = plan.prediction
+    if pred is not None:
+        for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"):
+            out[f"predicted_{key[:-2]}_ms"] = to_ms(getattr(pred, key))
     return finite(out)
 
 
-def plan_params(plan: PlanFacts) -> dict[str, str]:
+def candidate_row(c: Candidate) -> dict[str, object]:
+    """One candidate as a flat table row (the prediction's fields prefixed ``predicted_``)."""
+    row: dict[str, object] = {k: getattr(c, k) for k in c.__dataclass_fields__ if k != "prediction"} | {
+        "label": c.label
+    }
+    if c.prediction is not None:
+        row |= {f"predicted_{k}": getattr(c.prediction, k) for k in c.prediction.__dataclass_fields__}
+    return row
+
+
+def plan_params(plan: PlacementPlan) -> dict[str, str]:
     placements = "; ".join(f"{p.replica}@{p.node}:{'+'.join(p.gpu_ids)}" for p in plan.placements)
     return {
         "plan_id": plan.plan_id,
         "deployment_name": plan.deployment_name,
         "model": plan.model,
-        "chosen": plan.chosen,
+        "chosen": plan.chosen.label,
         "placements": placements[:6000],  # MLflow's param value limit
     }
 
@@ -194,11 +201,11 @@ def point_metric_dict(r: PointResult) -> dict[str, float]:
     return finite(
         {
             "ok": float(r.ok),
-            "ttft_p50_ms": _ms(r.prefill.p50),
-            "ttft_p99_ms": _ms(r.prefill.p99),
-            "tpot_p50_ms": _ms(r.decode_step.p50),
-            "tpot_p99_ms": _ms(r.decode_step.p99),
-            "e2e_p50_ms": _ms(r.e2e.p50),
+            "ttft_p50_ms": to_ms(r.prefill.p50),
+            "ttft_p99_ms": to_ms(r.prefill.p99),
+            "tpot_p50_ms": to_ms(r.decode_step.p50),
+            "tpot_p99_ms": to_ms(r.decode_step.p99),
+            "e2e_p50_ms": to_ms(r.e2e.p50),
             "decode_tokens_per_s": r.decode_tokens_per_s,
             "mbu_ratio": r.mbu,
             "mfu_ratio": r.mfu,

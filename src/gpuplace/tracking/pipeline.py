@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplace.deploy import RECORD_FILE
+from gpuplace.loadtest.io import RECORDS_JSONL, REPORT_FILE, SUMMARY_FILE, read_records
+from gpuplace.plandir import MANIFESTS_DIR, PLAN_FILE, PlanDir
 from gpuplace.tracking.client import RunHandle, Tracker
 from gpuplace.tracking.naming import (
     ART_DEPLOY,
@@ -31,6 +34,7 @@ from gpuplace.tracking.naming import (
     TAG_PLAN,
     TAG_STEP,
     TAG_TARGET,
+    candidate_row,
     comparison_metric_dict,
     comparison_params,
     git_commit,
@@ -41,7 +45,8 @@ from gpuplace.tracking.naming import (
     point_params,
     profile_params,
 )
-from gpuplace.types.compare import Comparison, PlanFacts
+from gpuplace.types.compare import Comparison
+from gpuplace.types.plan import PlacementPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +65,8 @@ class RunBundle:
     name: str
     comparison: Comparison | None = None
     profile: Path | None = None  # Parquet
-    plan: Path | None = None  # plan.json
-    manifests: Path | None = None  # folder of rendered manifests
+    plan: PlanDir | None = None
+    manifests: Path | None = None  # folder of rendered manifests (default: the plan directory's)
     paths: tuple[PathFiles, ...] = ()
     report_dir: Path | None = None  # report.md, report.html, plots/
     figures: Mapping[str, Any] = field(
@@ -72,23 +77,21 @@ class RunBundle:
     extra_tags: dict[str, str] = field(default_factory=dict)
 
 
-def _plan_facts(bundle: RunBundle) -> PlanFacts | None:
-    if bundle.comparison is not None and bundle.comparison.plan is not None:
-        return bundle.comparison.plan
+def _plan_of(bundle: RunBundle) -> PlacementPlan | None:
     if bundle.plan is not None:
-        from gpuplace.compare.inputs import load_plan_facts
-
-        return load_plan_facts(bundle.plan)
-    return None
+        return bundle.plan.plan
+    return bundle.comparison.plan if bundle.comparison is not None else None
 
 
 def log_pipeline_run(tracker: Tracker, bundle: RunBundle) -> str:
     """Log ``bundle`` as one parent run with nested runs; returns the parent run id."""
-    plan = _plan_facts(bundle)
+    plan = _plan_of(bundle)
     commit = git_commit()
     tags = {**bundle.extra_tags}
     if plan is not None:
-        tags.update({"gpuplace.model": plan.model, "gpuplace.shape": plan.chosen, TAG_PLAN: plan.plan_id})
+        tags.update(
+            {"gpuplace.model": plan.model, "gpuplace.shape": plan.chosen.label, TAG_PLAN: plan.plan_id}
+        )
     if commit:
         tags.update({"gpuplace.git_commit": commit, "mlflow.source.git.commit": commit})
     with tracker.run(bundle.name, "pipeline", tags=tags, kfp_run_id=bundle.kfp_run_id) as parent:
@@ -130,20 +133,21 @@ def _log_profile(
 
 
 def _log_plan(
-    tracker: Tracker, parent: RunHandle, plan: PlanFacts, bundle: RunBundle, tags: dict[str, str]
+    tracker: Tracker, parent: RunHandle, plan: PlacementPlan, bundle: RunBundle, tags: dict[str, str]
 ) -> None:
     with tracker.run("plan", "step", parent=parent, tags={**tags, TAG_STEP: "plan"}) as run:
         tracker.log(run, plan_metric_dict(plan), plan_params(plan))
+        manifests = bundle.manifests
         if bundle.plan is not None:
-            plan_file = bundle.plan / "plan.json" if bundle.plan.is_dir() else bundle.plan
-            tracker.log_artifact(run, plan_file, ART_PLAN)
-        if bundle.manifests is not None:
-            for f in sorted(bundle.manifests.iterdir()):
+            tracker.log_artifact(run, bundle.plan.path / PLAN_FILE, ART_PLAN)
+            manifests = manifests or bundle.plan.path / MANIFESTS_DIR
+        if manifests is not None and manifests.is_dir():
+            for f in sorted(manifests.iterdir()):
                 tracker.log_artifact(run, f, ART_MANIFESTS)
         if plan.candidates:
             rows = [
                 {k: v for k, v in c.items() if isinstance(v, str | int | float | bool)}
-                for c in plan.candidates
+                for c in (candidate_row(c) for c in plan.candidates)
             ]
             tracker.log_table(run, _columns(rows), f"{ART_TABLES}/candidates.json")
 
@@ -173,18 +177,18 @@ def _log_path(
         if files is None:
             return
         if files.deployment is not None:
-            dep = files.deployment / "deployment.json" if files.deployment.is_dir() else files.deployment
+            dep = files.deployment / RECORD_FILE if files.deployment.is_dir() else files.deployment
             tracker.log_artifact(run, dep, ART_DEPLOY)
         if files.loadtest_dir is not None:
             lt = files.loadtest_dir if files.loadtest_dir.is_dir() else files.loadtest_dir.parent
-            for fname in ("report.json", "records.jsonl", "summary.md"):
+            for fname in (REPORT_FILE, RECORDS_JSONL, SUMMARY_FILE):
                 if (lt / fname).is_file():
                     tracker.log_artifact(run, lt / fname, ART_LOADTEST)
-            records = lt / "records.jsonl"
+            records = lt / RECORDS_JSONL
             if records.is_file():
                 import pandas as pd
 
-                rows = [json.loads(x) for x in records.read_text().splitlines() if x.strip()]
+                rows = [r.to_json_dict() for r in read_records(records)]
                 frame = pd.DataFrame(rows).drop(columns=["chunk_times_s"], errors="ignore")
                 if not frame.empty:
                     tracker.log_dataset(

@@ -12,6 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuplace.loadtest.io import RECORDS_PARQUET, REPORT_FILE
+from gpuplace.plandir import read_plan_dir
 from gpuplace.tracking import open_tracker
 from gpuplace.tracking.config import DEFAULT_WORKDIR
 from gpuplace.tracking.pipeline import PathFiles, RunBundle, log_pipeline_run
@@ -42,21 +44,20 @@ def track_run_step(
     tracker = open_tracker(
         uri or None, experiment=experiment, workdir=workdir or DEFAULT_WORKDIR, fallback_local=fallback_local
     )
-    plan = Path(plan_dir) if plan_dir else None
+    plan = read_plan_dir(plan_dir) if plan_dir else None
     with tempfile.TemporaryDirectory() as tmp:
         loadtest_dir = None
         if report:
             # KFP gives each output its own file; the tracker reads a load test's output folder
             loadtest_dir = Path(tmp) / "loadtest"
             loadtest_dir.mkdir()
-            shutil.copyfile(report, loadtest_dir / "report.json")
+            shutil.copyfile(report, loadtest_dir / REPORT_FILE)
             if records:
-                shutil.copyfile(records, loadtest_dir / "records.parquet")
+                shutil.copyfile(records, loadtest_dir / RECORDS_PARQUET)
         bundle = RunBundle(
             name=name,
             profile=Path(profile) if profile else None,
-            plan=(plan / "plan.json" if plan.is_dir() else plan) if plan else None,
-            manifests=plan / "manifests" if plan and (plan / "manifests").is_dir() else None,
+            plan=plan,
             paths=(PathFiles(path, Path(deployment) if deployment else None, loadtest_dir),),
             kfp_run_id=kfp_run_id,
         )

@@ -4,34 +4,26 @@ Frozen dataclasses only: strings, JSON and labels are parsed into these once at 
 everything inside gpuplace passes them around. Nothing here imports torch, kubernetes, mlflow or an
 HTTP library, so the planner, the extender and the benchmarks can use them anywhere. Units live in
 field names (``_s``, ``_gib``, ``_gbps``: GB/s, 10^9 bytes per second, ``_usd_per_hour``); times are
-seconds everywhere inside gpuplace. One module per area; this package re-exports them all.
+seconds everywhere inside gpuplace. One module per area, in dependency order: ``stats`` (distributions,
+JSON helpers), ``catalog`` (GPUs, model shapes), ``profile``, ``fleet``, ``workload`` (traffic),
+``serving`` (the serving spec), ``plan`` (SLO, candidates, the plan), ``deploy``, ``loadtest``,
+``compare``; this package re-exports the names most steps use.
 """
 
-from gpuplace.types.compare import Comparison, PathMetrics, PlanFacts
-from gpuplace.types.core import (
-    PERCENTILES,
-    DeviceInfo,
-    Distribution,
-    GpuSpec,
-    LatencyProfile,
-    MigProfile,
-    ModelArch,
-    NvLinkPeer,
-    PointResult,
-    SweepPoint,
-    percentile,
-)
+from gpuplace.types.catalog import GpuSpec, MigProfile, ModelArch
+from gpuplace.types.compare import Comparison, PathMetrics
 from gpuplace.types.deploy import DeploymentRecord, PodRecord
 from gpuplace.types.fleet import GpuDevice, Inventory, Node, Taint
-from gpuplace.types.loadtest import LatencyReport as LatencyReport
-from gpuplace.types.loadtest import RequestResult as RequestResult
-from gpuplace.types.plan import Candidate as Candidate
-from gpuplace.types.plan import Placement as Placement
-from gpuplace.types.plan import PlacementPlan as PlacementPlan
-from gpuplace.types.plan import Slo as Slo
+from gpuplace.types.loadtest import LatencyReport, RequestResult
+from gpuplace.types.plan import Candidate, Placement, PlacementPlan, Prediction, Slo
+from gpuplace.types.profile import DeviceInfo, LatencyProfile, NvLinkPeer, PointResult, SweepPoint
+from gpuplace.types.serving import ServingSpec
+from gpuplace.types.stats import PERCENTILES, Distribution, percentile
+from gpuplace.types.workload import LengthDist, RequestSpec, Traffic
 
 __all__ = [
     "PERCENTILES",
+    "Candidate",
     "Comparison",
     "DeploymentRecord",
     "DeviceInfo",
@@ -40,15 +32,24 @@ __all__ = [
     "GpuSpec",
     "Inventory",
     "LatencyProfile",
+    "LatencyReport",
+    "LengthDist",
     "MigProfile",
     "ModelArch",
     "Node",
     "NvLinkPeer",
     "PathMetrics",
-    "PlanFacts",
+    "Placement",
+    "PlacementPlan",
     "PodRecord",
     "PointResult",
+    "Prediction",
+    "RequestResult",
+    "RequestSpec",
+    "ServingSpec",
+    "Slo",
     "SweepPoint",
     "Taint",
+    "Traffic",
     "percentile",
 ]

@@ -1,4 +1,4 @@
-"""Comparison value types: the plan facts the comparison reads, per-path metrics, scores and ROI.
+"""Comparison value types: per-path metrics, scores and ROI, and the comparison that holds the plan.
 
 The comparison (:mod:`gpuplace.compare`) turns each orchestration path's deployment record and
 load-test report, the plan and the fleet into :class:`PathMetrics`; scores them with
@@ -15,84 +15,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuplace.types.core import json_clean, json_num
+from gpuplace.types.plan import PlacementPlan
+from gpuplace.types.stats import json_clean, json_num
+from gpuplace.units import WEEKS_PER_QUARTER
 
-HOURS_PER_MONTH = 730.0  # 365 × 24 / 12, the cloud providers' billing month
-MONTHS_PER_QUARTER = 3.0
-WEEKS_PER_QUARTER = 13.0
 PATHS: tuple[str, ...] = ("native", "kubeflow")
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedReplica:
-    replica: int
-    node: str
-    gpu_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PlanFacts:
-    """The fields of the planner's ``plan.json`` that the comparison and the report read.
-
-    ``candidates`` keeps the planner's candidate rows as they are (for the cost-vs-latency plot).
-    """
-
-    plan_id: str
-    deployment_name: str
-    model: str
-    chosen: str
-    replicas: int
-    placements: tuple[PlannedReplica, ...]
-    predicted: Mapping[str, float]
-    cost_usd_per_month: float
-    fragmentation_before: float
-    fragmentation_after: float
-    candidates: tuple[Mapping[str, Any], ...] = ()
-
-    @property
-    def gpu_count(self) -> int:
-        return sum(len(p.gpu_ids) for p in self.placements)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["placements"] = [asdict(p) for p in self.placements]
-        data["candidates"] = [dict(c) for c in self.candidates]
-        return dict(json_clean(data))
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> PlanFacts:
-        def num(key: str) -> float:
-            v = data.get(key)
-            return math.nan if v is None or isinstance(v, bool) else float(v)
-
-        chosen = data.get("chosen", "")
-        if isinstance(chosen, Mapping):  # the planner writes the chosen Candidate, with its label
-            chosen = chosen.get("label") or chosen.get("name") or ""
-        placements = tuple(
-            PlannedReplica(
-                int(p.get("replica", i)), str(p.get("node", "")), tuple(str(g) for g in p["gpu_ids"])
-            )
-            for i, p in enumerate(data.get("placements") or ())
-        )
-        predicted = {
-            k: float(v)
-            for k, v in (data.get("predicted") or {}).items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
-        candidates = tuple(c for c in data.get("candidates") or () if isinstance(c, Mapping))
-        return cls(
-            plan_id=str(data.get("plan_id", "")),
-            deployment_name=str(data.get("deployment_name", "")),
-            model=str(data.get("model", "")),
-            chosen=str(chosen),
-            replicas=int(data.get("replicas") or len(placements)),
-            placements=placements,
-            predicted=predicted,
-            cost_usd_per_month=num("cost_usd_per_month"),
-            fragmentation_before=num("fragmentation_before"),
-            fragmentation_after=num("fragmentation_after"),
-            candidates=candidates,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +104,7 @@ class ScoreCard:
     margin: float  # winner's total − runner-up's, in score points (0–1)
     relative_margin: float  # margin / runner-up's total
     flips: tuple[Flip, ...] = ()
+    normalisation: Mapping[str, str] = field(default_factory=dict)  # criterion → how it was scored
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -206,6 +134,7 @@ class ScoreCard:
                 )
                 for f in data.get("flips") or ()
             ),
+            normalisation={str(k): str(v) for k, v in (data.get("normalisation") or {}).items()},
         )
 
 
@@ -262,7 +191,7 @@ class Comparison:
     paths: tuple[PathMetrics, ...]
     score: ScoreCard
     roi: Roi | None
-    plan: PlanFacts | None
+    plan: PlacementPlan | None
     penalty_usd_per_breach: float
     slo: Mapping[str, float]
     assessed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -296,7 +225,7 @@ class Comparison:
             paths=tuple(PathMetrics.from_json_dict(p) for p in data["paths"]),
             score=ScoreCard.from_json_dict(data["score"]),
             roi=Roi.from_json_dict(data["roi"]) if data.get("roi") else None,
-            plan=PlanFacts.from_json_dict(data["plan"]) if data.get("plan") else None,
+            plan=PlacementPlan.from_json_dict(data["plan"]) if data.get("plan") else None,
             penalty_usd_per_breach=float(data["penalty_usd_per_breach"]),
             slo={k: json_num(v) for k, v in (data.get("slo") or {}).items()},
             assessed={k: dict(v) for k, v in (data.get("assessed") or {}).items()},

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuplace.types.core import Distribution
+from gpuplace.types.stats import Distribution
 
 
 @dataclass(frozen=True, slots=True)

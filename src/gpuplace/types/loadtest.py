@@ -1,8 +1,9 @@
 """Load-test value types: the latency SLO, one record per request, and the summary report.
 
 The load tester (:mod:`gpuplace.loadtest`) produces :class:`RequestResult` records and summarises them
-into a :class:`LatencyReport`, judging goodput by :class:`SloBounds`. Times are seconds; request times are
-relative to the start of the run (a monotonic clock), so records of one run compare directly. Metric
+into a :class:`LatencyReport`, judging goodput by the plan's :class:`~gpuplace.types.plan.Slo`. Times
+are seconds; request times are relative to the start of the run (a monotonic clock), so records of one
+run compare directly. Metric
 definitions follow vLLM's ``bench serve`` (docs/loadtest.md).
 """
 
@@ -14,58 +15,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuplace.types.core import Distribution
+from gpuplace.types.plan import Slo
+from gpuplace.types.stats import Distribution
 
 
 def _nan_to_none(value: Any) -> Any:
     return None if isinstance(value, float) and (math.isnan(value) or math.isinf(value)) else value
-
-
-@dataclass(frozen=True, slots=True)
-class SloBounds:
-    """The latency bounds a load test judges requests by: p99 TTFT and p99 TPOT in seconds, and a rate.
-
-    The planner's :class:`gpuplace.types.plan.Slo` requires all three; here each bound is optional
-    (``inf``: no bound; ``rate_rps`` NaN: none), and :meth:`from_slo` converts a plan's SLO. For
-    goodput a request is *good* when its own TTFT and TPOT are within these bounds (vLLM's
-    ``--goodput``); the p99 of the run must then also be within them for the SLO to be met.
-    """
-
-    ttft_p99_s: float = math.inf
-    tpot_p99_s: float = math.inf
-    rate_rps: float = math.nan
-
-    def __post_init__(self) -> None:
-        for name in ("ttft_p99_s", "tpot_p99_s"):
-            value = getattr(self, name)
-            if not value > 0:
-                raise ValueError(f"SloBounds.{name}={value!r}: must be a positive number of seconds")
-        if not (math.isnan(self.rate_rps) or self.rate_rps > 0):
-            raise ValueError(f"SloBounds.rate_rps={self.rate_rps!r}: must be positive (or NaN for none)")
-
-    @classmethod
-    def from_slo(cls, slo: Any) -> SloBounds:
-        """From the planner's ``Slo`` (or anything with ``ttft_p99_s``, ``tpot_p99_s``, ``rate_rps``)."""
-        return cls(float(slo.ttft_p99_s), float(slo.tpot_p99_s), float(slo.rate_rps))
-
-    @property
-    def bounded(self) -> bool:
-        return not (math.isinf(self.ttft_p99_s) and math.isinf(self.tpot_p99_s))
-
-    def good(self, ttft_s: float, tpot_s: float) -> bool:
-        """Whether one request meets the SLO; a request with one output token has no TPOT to miss."""
-        return ttft_s <= self.ttft_p99_s and (math.isnan(tpot_s) or tpot_s <= self.tpot_p99_s)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {k: _nan_to_none(v) for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> SloBounds:
-        def num(key: str, missing: float) -> float:
-            v = data.get(key)
-            return missing if v is None else float(v)
-
-        return cls(num("ttft_p99_s", math.inf), num("tpot_p99_s", math.inf), num("rate_rps", math.nan))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +110,7 @@ class LatencyReport:
     goodput_rps: float
     slo_attainment: float
     peak_concurrency: int
-    slo: SloBounds = field(default_factory=SloBounds)
+    slo: Slo = field(default_factory=Slo)
     slo_met: bool | None = None  # None when the SLO has no bound
     interrupted: bool = False
     workload: Mapping[str, Any] = field(default_factory=dict)  # how the load was generated
@@ -166,7 +121,7 @@ class LatencyReport:
             value = getattr(self, name)
             if isinstance(value, Distribution):
                 data[name] = {k: _nan_to_none(v) for k, v in asdict(value).items()}
-            elif isinstance(value, SloBounds):
+            elif isinstance(value, Slo):
                 data[name] = value.to_json_dict()
             elif isinstance(value, Mapping):
                 data[name] = dict(value)
@@ -186,7 +141,7 @@ class LatencyReport:
                 count = int(stats.pop("count"))
                 known[name] = Distribution(count=count, **stats)
             elif name == "slo":
-                known[name] = SloBounds.from_json_dict(value)
+                known[name] = Slo.from_json_dict(value)
             elif value is None and f.type == "float":
                 known[name] = math.nan
             else:

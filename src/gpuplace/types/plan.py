@@ -14,30 +14,94 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuplace.errors import GpuplaceError, InvalidInput
-from gpuplace.types.core import json_clean, json_num
+from gpuplace.types.serving import ServingSpec
+from gpuplace.types.stats import json_clean, json_num
+from gpuplace.types.workload import Traffic
+from gpuplace.units import HOURS_PER_MONTH
+
+_SLO_FIX = "e.g. p99 TTFT 2 s, p99 TPOT 0.05 s, 5 req/s"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Slo:
-    """Latency targets at a request rate, for requests of ``prompt_tokens`` in and ``output_tokens`` out."""
+    """Latency targets at a request rate: p99 TTFT and p99 TPOT in seconds; each may be unset (None).
 
-    tpot_p99_s: float
-    ttft_p99_s: float
-    rate_rps: float
-    prompt_tokens: int = 512
-    output_tokens: int = 128
+    The one SLO type of gpuplace. The planner needs all three (:meth:`require`); a load test judges
+    goodput by the bounds that are set: a request is *good* when its own TTFT and TPOT are within them
+    (vLLM's ``--goodput``), and the run meets the SLO when its p99s are too. Milliseconds exist only at
+    the edges (CLI flags, component parameters, reports): :meth:`from_ms` converts them once.
+    """
+
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    rate_rps: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("tpot_p99_s", "ttft_p99_s", "rate_rps"):
+        for name in ("ttft_p99_s", "tpot_p99_s", "rate_rps"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise InvalidInput(
-                    name, value, "must be a positive number", "e.g. tpot 0.05 s, ttft 2 s, 5 req/s"
-                )
-        for name in ("prompt_tokens", "output_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise InvalidInput(name, value, "must be a positive integer")
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise InvalidInput(name, value, "must be a positive number", _SLO_FIX)
+            if value <= 0:
+                raise InvalidInput(name, value, "must be positive", _SLO_FIX)
+
+    @classmethod
+    def from_ms(
+        cls, *, ttft_ms: float | None = None, tpot_ms: float | None = None, rate_rps: float | None = None
+    ) -> Slo:
+        """From the edges' spelling: milliseconds, and 0 or None for "no bound" (KFP has no None)."""
+        return cls(
+            ttft_p99_s=ttft_ms / 1000 if ttft_ms else None,
+            tpot_p99_s=tpot_ms / 1000 if tpot_ms else None,
+            rate_rps=rate_rps or None,
+        )
+
+    @property
+    def bounded(self) -> bool:
+        return self.ttft_p99_s is not None or self.tpot_p99_s is not None
+
+    def require(self, *names: str, fix: str = _SLO_FIX) -> None:
+        """Raise :class:`InvalidInput` naming the first of ``names`` that is unset."""
+        for name in names:
+            if getattr(self, name) is None:
+                raise InvalidInput(name, None, "is required here", fix)
+
+    def bound(self, name: str) -> float:
+        """The value of a bound the caller needs set (``ttft_p99_s``, ``tpot_p99_s`` or ``rate_rps``)."""
+        self.require(name)
+        value: float = getattr(self, name)
+        return value
+
+    def good(self, ttft_s: float, tpot_s: float) -> bool:
+        """Whether one request meets the SLO; a request with one output token has no TPOT to miss."""
+        if self.ttft_p99_s is not None and not ttft_s <= self.ttft_p99_s:
+            return False
+        return self.tpot_p99_s is None or math.isnan(tpot_s) or tpot_s <= self.tpot_p99_s
+
+    def with_rate(self, rate_rps: float | None) -> Slo:
+        return Slo(ttft_p99_s=self.ttft_p99_s, tpot_p99_s=self.tpot_p99_s, rate_rps=rate_rps)
+
+    def describe(self) -> str:
+        """``p99 TTFT ≤ 2000 ms, p99 TPOT ≤ 50 ms at 5 req/s`` (milliseconds: this is an edge)."""
+        parts = [
+            f"p99 {label} ≤ {value * 1000:g} ms"
+            for label, value in (("TTFT", self.ttft_p99_s), ("TPOT", self.tpot_p99_s))
+            if value is not None
+        ]
+        text = ", ".join(parts) or "no latency bound"
+        return text + (f" at {self.rate_rps:g} req/s" if self.rate_rps is not None else "")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> Slo:
+        def num(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        return cls(ttft_p99_s=num("ttft_p99_s"), tpot_p99_s=num("tpot_p99_s"), rate_rps=num("rate_rps"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +156,6 @@ class Candidate:
         return self.cost_usd_per_hour * HOURS_PER_MONTH
 
 
-HOURS_PER_MONTH = 730.0  # 8760 h / 12
-
-
 @dataclass(frozen=True, slots=True)
 class Placement:
     """One replica on a concrete GPU set of one node."""
@@ -111,6 +172,12 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class PlacementPlan:
+    """The planner's answer, written as ``plan.json`` by :mod:`gpuplace.plandir` (its only reader too).
+
+    ``traffic`` is the request stream the prediction is for and the load test's default; ``serving`` is
+    what every orchestration path runs (attached by the plan step once the manifests' options are known).
+    """
+
     plan_id: str
     deployment_name: str
     model: str
@@ -126,6 +193,8 @@ class PlacementPlan:
     notes: tuple[str, ...] = ()
     sla_breach_cost_usd_per_month: float = 0.0
     tradeoff: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    traffic: Traffic = field(default_factory=Traffic)
+    serving: ServingSpec | None = None
 
     @property
     def replicas(self) -> int:
@@ -139,13 +208,24 @@ class PlacementPlan:
     def nodes(self) -> tuple[str, ...]:
         return tuple(sorted({p.node for p in self.placements}))
 
+    @property
+    def gpu_count(self) -> int:
+        """Physical or fractional GPUs the plan holds: whole GPUs count 1, MIG slices and shares 1 each."""
+        return sum(len(p.gpu_ids) for p in self.placements)
+
+    @property
+    def prediction(self) -> Prediction | None:
+        return self.chosen.prediction
+
     def to_json_dict(self) -> dict[str, Any]:
         pred = self.chosen.prediction
         data: dict[str, Any] = {
             "plan_id": self.plan_id,
             "deployment_name": self.deployment_name,
             "model": self.model,
-            "slo": asdict(self.slo),
+            "slo": self.slo.to_json_dict(),
+            "traffic": self.traffic.to_json_dict(),
+            "serving": self.serving.to_json_dict() if self.serving else None,
             "chosen": json_clean(asdict(self.chosen)) | {"label": self.chosen.label},
             "replicas": self.replicas,
             "placements": [json_clean(asdict(p)) for p in self.placements],
@@ -174,7 +254,7 @@ class PlacementPlan:
             plan_id=str(data["plan_id"]),
             deployment_name=str(data["deployment_name"]),
             model=str(data["model"]),
-            slo=Slo(**data["slo"]),
+            slo=Slo.from_json_dict(data["slo"]),
             chosen=_candidate(data["chosen"]),
             placements=tuple(_placement(p) for p in data["placements"]),
             candidates=tuple(_candidate(c) for c in data.get("candidates") or ()),
@@ -186,6 +266,8 @@ class PlacementPlan:
             notes=tuple(data.get("notes") or ()),
             sla_breach_cost_usd_per_month=float(data.get("sla_breach_cost_usd_per_month") or 0.0),
             tradeoff=tuple(data.get("tradeoff") or ()),
+            traffic=Traffic.from_json_dict(data.get("traffic") or {}),
+            serving=ServingSpec.from_json_dict(data["serving"]) if data.get("serving") else None,
         )
 
 
@@ -224,11 +306,7 @@ class NoFeasiblePlacement(GpuplaceError):
         self.fix = fix
         misses = [c for c in rejected if math.isfinite(c.miss)]
         self.closest = min(misses, key=lambda c: (c.miss, c.cost_usd_per_hour, c.label)) if misses else None
-        head = (
-            f"no GPU shape meets p99 TPOT ≤ {slo.tpot_p99_s * 1000:g} ms and "
-            f"p99 TTFT ≤ {slo.ttft_p99_s * 1000:g} ms "
-            f"at {slo.rate_rps:g} req/s"
-        )
+        head = f"no GPU shape meets {slo.describe()}"
         if self.closest is not None and self.closest.prediction is not None:
             p = self.closest.prediction
             head += (

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from components.benchmarking.load_test import load_test
-from components.testing import FakeArtifact as _Art
-from gpuplace.loadtest.testserver import FaultServer, ServerOptions
-from gpuplace.types import DeploymentRecord
+from gpuplace.components.benchmarking.load_test import load_test
+from gpuplace.types import DeploymentRecord, Prediction, Slo
+from tests.support.kfp_artifacts import FakeArtifact as _Art
+from tests.support.plans import sample_plan, write_sample_plan
+from tests.support.testserver import FaultServer, ServerOptions
+
+SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "llm"}}
 
 
 @pytest.fixture
@@ -39,13 +43,14 @@ def test_python_func_reads_the_deployment_artifact_and_writes_all_outputs(
     deployment = _Art(tmp_path / "deployment.json")
     Path(deployment.path).write_text(json.dumps(record.to_json_dict()))
     plan = _Art(tmp_path / "plan")
-    Path(plan.path).mkdir()
-    (Path(plan.path) / "plan.json").write_text(json.dumps({"predicted": {"tpot_p99_s": 0.002}}))
+    prediction = Prediction(0.001, 0.002, 0.001, 0.002, 1.0, 1, 1.0)
+    plan_value = replace(sample_plan(prediction=prediction), slo=Slo(tpot_p99_s=0.1))
+    write_sample_plan(Path(plan.path), plan_value, {"s.yaml": [SERVICE]})
     server.inject("http_500")
     outs = {n: _Art(tmp_path / "out" / n) for n in ("records", "report", "metrics", "summary")}
     load_test.python_func(
         **outs, deployment=deployment, plan=plan, prompt_tokens="16", output_tokens="4", max_requests=6,
-        concurrency=2, slo_tpot_ms=100.0,
+        concurrency=2,
     )  # fmt: skip
     frame = pd.read_parquet(outs["records"].path)
     assert len(frame) == 6
@@ -53,6 +58,7 @@ def test_python_func_reads_the_deployment_artifact_and_writes_all_outputs(
     assert report["completed"] == 6  # the injected 500 hit the warm-up request, not the measured ones
     assert "warm-up request failed" in " ".join(report["notes"])
     assert "tpot_p99_s" in report["predicted_vs_measured"]
+    assert report["slo"]["tpot_p99_s"] == 0.1  # the plan's SLO judged the run
     logged = outs["metrics"].logged
     assert logged["completed"] == 6.0 and logged["tpot_p99_ms"] > 0 and "tpot_p99_prediction_error" in logged
     assert Path(outs["summary"].path).read_text().startswith("# Load test")

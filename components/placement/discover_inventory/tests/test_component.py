@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components.placement.discover_inventory import discover_inventory
-from components.testing import FakeArtifact as _Out
+from gpuplace.components.placement.discover_inventory import discover_inventory
 from gpuplace.inventory import load_inventory
+from tests.support.kfp_artifacts import FakeArtifact as _Out
 
 
 def test_python_func_writes_an_inventory_the_planner_reads(tmp_path: Path) -> None:

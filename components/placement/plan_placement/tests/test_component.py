@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.placement.discover_inventory.tests.test_component import _Out
-from components.placement.plan_placement import plan_placement
-from gpuplace.planner.io import load_plan
+from gpuplace.components.placement.discover_inventory.tests.test_component import _Out
+from gpuplace.components.placement.plan_placement import plan_placement
+from gpuplace.plandir import read_plan_dir
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_python_func_writes_plan_manifests_metrics_and_fragments(tmp_path: Path,
         rate=5,
         inventory="h100-nvlink",
     )
-    plan = load_plan(plan_dir.path)
+    plan = read_plan_dir(plan_dir.path).plan
     assert out.plan_id == plan.plan_id == plan_dir.metadata["plan_id"]
     assert out.node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"
@@ -72,7 +72,7 @@ def test_python_func_rejects_a_profile_of_another_model(tmp_path: Path, tiny_pro
 def test_runs_under_the_local_runner(kfp_local: Path, tiny_profile: Path) -> None:
     from kfp import dsl
 
-    from components.placement.discover_inventory import discover_inventory
+    from gpuplace.components.placement.discover_inventory import discover_inventory
 
     @dsl.pipeline
     def plan_pipeline(profile_uri: str):  # type: ignore[no-untyped-def]  # KFP reads the annotation
@@ -89,4 +89,4 @@ def test_runs_under_the_local_runner(kfp_local: Path, tiny_profile: Path) -> Non
 
     plan_pipeline(profile_uri=str(tiny_profile))
     plans = list(kfp_local.glob("**/plan-placement/plan/plan.json"))
-    assert len(plans) == 1 and load_plan(plans[0]).model == "tiny"
+    assert len(plans) == 1 and read_plan_dir(plans[0]).plan.model == "tiny"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from components.profiling.profile_latency import profile_latency
-from components.testing import FakeArtifact as _Out
+from gpuplace.components.profiling.profile_latency import profile_latency
 from gpuplace.profiling import load_profile
+from tests.support.kfp_artifacts import FakeArtifact as _Out
 
 
 def test_python_func_writes_all_outputs(tmp_path: Path) -> None:

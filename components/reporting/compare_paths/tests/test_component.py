@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from components.reporting.compare_paths import compare_paths
-from components.testing import FakeArtifact as _Art
-from gpuplace.compare.sample import write_sample_inputs
+from gpuplace.components.reporting.compare_paths import compare_paths
+from tests.support.kfp_artifacts import FakeArtifact as _Art
+from tests.support.sample import write_sample_inputs
 
 
 def test_python_func_writes_all_outputs(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_runs_under_the_local_runner(kfp_local: Path) -> None:
         import tempfile
         from pathlib import Path
 
-        from gpuplace.compare.sample import write_sample_inputs
+        from tests.support.sample import write_sample_inputs
 
         s = write_sample_inputs(tempfile.mkdtemp(), requests=30)
         shutil.copyfile(s.deployments["native"], native_deployment.path)

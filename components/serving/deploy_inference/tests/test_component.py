@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.integration.test_deploy import H100_NODES, write_plan
 
-from components.serving.deploy_inference import deploy_inference
-from components.serving.teardown_inference import teardown_inference
-from components.testing import FakeArtifact as _Art
+from gpuplace.components.serving.deploy_inference import deploy_inference
+from gpuplace.components.serving.teardown_inference import teardown_inference
 from gpuplace.k8s import Api
 from gpuplace.testenv import ControlPlane
+from tests.integration.test_deploy import H100_NODES, write_plan
+from tests.support.kfp_artifacts import FakeArtifact as _Art
 
 
 def test_component_specs() -> None:

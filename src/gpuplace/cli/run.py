@@ -1,0 +1,74 @@
+"""``gpuplace run`` (``make run``): the main job, the pipelines end to end through kfp's local runner."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpuplace.cli.base import Command
+
+
+class RunCommand(Command):
+    name = "run"
+    help = "the main job: a pipeline end to end through kfp's local runner (what make run runs)"
+    description = (
+        "Run the llm_placement pipeline (--compare: orchestration_comparison) on this machine through\n"
+        "kfp's local runner: profile on this device, plan, deploy to the local serving target (or a\n"
+        "cluster with --target kubernetes), load-test, and log to MLflow. Prints one line per task and\n"
+        "a summary; every task's output and the runner's log are kept in the run directory."
+    )
+    epilog = "example: gpuplace run --compare"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--workdir", default=".gpuplace/runs", help="where run directories go")
+        p.add_argument("--model", default="", help="model preset ('': tiny on a CPU, llama-3.1-8b on a GPU)")
+        p.add_argument("--device", default="auto", help="profiling device: auto, cpu, cuda, cuda:N")
+        p.add_argument(
+            "--inventory", default="mixed-a100-h100-l4", help="fleet: bundled name, fleet YAML or CSV"
+        )
+        p.add_argument("--slo-tpot-ms", type=float, default=50.0, help="p99 time per output token target, ms")
+        p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="p99 time to first token target, ms")
+        p.add_argument(
+            "--rate", type=float, default=2.0, help="target and load-test request rate, requests/s"
+        )
+        p.add_argument("--max-requests", type=int, default=20, help="requests the load test sends")
+        p.add_argument(
+            "--trace", default="", help="Azure-format trace CSV to replay instead of synthetic load"
+        )
+        p.add_argument(
+            "--compare", action="store_true", help="run orchestration_comparison (native vs Kubeflow)"
+        )
+        p.add_argument("--target", default="local", choices=["local", "kubernetes"], help="serving target")
+        p.add_argument("--kubeconfig", default="", help="the cluster for --target kubernetes")
+        p.add_argument("--namespace", default="default", help="namespace for --target kubernetes")
+        p.add_argument(
+            "--mlflow-uri", default="", help="MLflow server ('': $MLFLOW_TRACKING_URI, else a local store)"
+        )
+        p.add_argument("--verbose", action="store_true", help="show the runner's and the tasks' own logs")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from gpuplace.jobs.main import MainJobConfig, format_summary, run_main_job
+
+        config = MainJobConfig(
+            workdir=Path(args.workdir),
+            model=args.model,
+            device=args.device,
+            inventory=args.inventory,
+            slo_tpot_ms=args.slo_tpot_ms,
+            slo_ttft_ms=args.slo_ttft_ms,
+            rate=args.rate,
+            max_requests=args.max_requests,
+            trace=args.trace,
+            compare=args.compare,
+            target=args.target,
+            kubeconfig=args.kubeconfig,
+            namespace=args.namespace,
+            mlflow_uri=args.mlflow_uri,
+            verbose=args.verbose,
+        )
+        pipeline = "orchestration_comparison" if args.compare else "llm_placement"
+        print(f"gpuplace run: {pipeline} through kfp's local runner")
+        result = run_main_job(config)
+        print()
+        print(format_summary(result))
+        return 0

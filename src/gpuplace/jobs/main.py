@@ -1,0 +1,202 @@
+"""The main job (``gpuplace run`` / ``make run``): the pipelines on embedded defaults, locally.
+
+It runs ``llm_placement`` (with ``compare=True``, ``orchestration_comparison``) through kfp's local
+runner (``kfp.local`` with the SubprocessRunner) — the same compiled components users' tasks run,
+minus the cluster — on embedded defaults: the local device (the ``tiny`` preset on a CPU,
+``llama-3.1-8b`` on a GPU), the bundled ``mixed-a100-h100-l4`` fleet, the ``local`` serving target, a
+local MLflow store, all under one run directory. Then it reads the outputs back and summarises them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuplace.errors import GpuplaceError, InvalidInput
+from gpuplace.jobs.console import quiet_console
+from gpuplace.plandir import PlanDir, read_plan_dir
+from gpuplace.types.compare import Comparison
+from gpuplace.types.loadtest import LatencyReport
+from gpuplace.units import ms
+
+
+@dataclass(frozen=True, slots=True)
+class MainJobConfig:
+    workdir: Path = Path(".gpuplace/runs")
+    model: str = ""  # "" picks tiny on CPU, llama-3.1-8b on a GPU
+    device: str = "auto"
+    inventory: str = "mixed-a100-h100-l4"
+    slo_tpot_ms: float = 50.0
+    slo_ttft_ms: float = 2000.0
+    rate: float = 2.0
+    max_requests: int = 20
+    trace: str = ""
+    compare: bool = False
+    target: str = "local"  # or "kubernetes": deploy to the cluster of `kubeconfig`
+    kubeconfig: str = ""
+    namespace: str = "default"
+    mlflow_uri: str = ""  # "" = $MLFLOW_TRACKING_URI, else a local store in the run directory
+    verbose: bool = False  # show the runner's and the tasks' own logs instead of one line per task
+
+
+@dataclass(frozen=True, slots=True)
+class MainJobResult:
+    config: MainJobConfig
+    model: str
+    run_dir: Path
+    outputs: Path  # the pipeline run's folder of task outputs
+    plan: PlanDir
+    measured: LatencyReport  # the (native path's) load test
+    mlflow: str  # how to open MLflow on the run
+    report: Path  # the Markdown report a person reads first
+    log: Path  # the runner's and the tasks' own output
+    comparison: Comparison | None = None
+
+
+def default_model(device: str) -> str:
+    import torch
+
+    on_gpu = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return "llama-3.1-8b" if on_gpu else "tiny"
+
+
+def _profile_args(model: str) -> dict[str, str]:
+    if model == "tiny":
+        return {"batch_sizes": "1,4", "prompt_tokens": "128", "output_tokens": "32"}
+    return {"batch_sizes": "1,8", "prompt_tokens": "1024", "output_tokens": "128"}
+
+
+def _one(outputs: Path, task: str, name: str) -> Path:
+    found = sorted(p for p in outputs.glob(f"{task}*/{name}") if p.exists())
+    if not found:
+        raise FileNotFoundError(f"{outputs}: no output {name!r} of task {task!r}")
+    return found[0]
+
+
+def run_main_job(config: MainJobConfig) -> MainJobResult:
+    from kfp import local
+
+    if config.rate <= 0:
+        raise InvalidInput("rate", config.rate, "must be positive", "e.g. --rate 2")
+    if config.target not in ("local", "kubernetes"):
+        raise InvalidInput("target", config.target, "must be local or kubernetes", "")
+    if config.target == "kubernetes" and not Path(config.kubeconfig).is_file():
+        raise InvalidInput(
+            "kubeconfig", config.kubeconfig, "no such file", "Give --kubeconfig for --target kubernetes"
+        )
+    if config.trace and not Path(config.trace).is_file():
+        raise InvalidInput("trace", config.trace, "no such file", "Give the Azure trace CSV")
+    model = config.model or default_model(config.device)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = (config.workdir / stamp).resolve()
+    if run_dir.exists():
+        raise InvalidInput(
+            "workdir", str(run_dir), "already holds a run with this timestamp", "Rerun in a second"
+        )
+    run_dir.mkdir(parents=True)
+    common: dict[str, Any] = dict(
+        model=model,
+        profile_device=config.device,
+        inventory=config.inventory,
+        slo_tpot_ms=config.slo_tpot_ms,
+        slo_ttft_ms=config.slo_ttft_ms,
+        rate=config.rate,
+        namespace=config.namespace,
+        kubeconfig=str(Path(config.kubeconfig).resolve()) if config.kubeconfig else "",
+        loadtest_prompt_tokens="64",
+        loadtest_output_tokens="16",
+        loadtest_max_requests=config.max_requests,
+        mlflow_uri=config.mlflow_uri,
+        **_profile_args(model),
+    )
+    if config.compare:
+        from gpuplace.pipelines.orchestration_comparison.pipeline import pipeline
+
+        arguments = {**common, "native_target": config.target, "penalty_usd_per_breach": 0.05}
+    else:
+        from gpuplace.pipelines.llm_placement.pipeline import pipeline
+
+        arguments = {
+            **common,
+            "target": config.target,
+            "trace": config.trace,
+            "mlflow_workdir": str(run_dir / "mlflow"),
+        }
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(run_dir / "kfp"), raise_on_error=True
+    )
+    log = run_dir / "runner.log"
+    cwd = Path.cwd()
+    os.chdir(run_dir)  # the local runner and the local MLflow store write relative paths
+    try:
+        with quiet_console(log, verbose=config.verbose):
+            pipeline(**arguments)
+    except RuntimeError as e:  # kfp.local's "Task ... finished with status FAILURE"
+        raise PipelineFailed(f"{e}; the tasks' own output is in {log}") from e
+    finally:
+        os.chdir(cwd)
+    outputs = next((run_dir / "kfp").iterdir())
+    from gpuplace.compare.step import read_comparison
+    from gpuplace.loadtest.io import read_report
+
+    plan = read_plan_dir(_one(outputs, "plan-placement", "plan"))
+    measured = read_report(_one(outputs, "load-test", "report"))
+    comparison = None
+    if config.compare:
+        comparison = read_comparison(_one(outputs, "compare-paths", "comparison"))
+        report = _one(outputs, "compare-paths", "report_md")
+        store = run_dir / ".gpuplace" / "mlflow"
+    else:
+        report = _one(outputs, "load-test", "summary")
+        store = run_dir / "mlflow"
+    db, artifacts = store / "mlflow.db", store / "artifacts"
+    mlflow = f"mlflow ui --backend-store-uri sqlite:///{db} --default-artifact-root {artifacts}"
+    if config.mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI"):
+        mlflow = f"open {config.mlflow_uri or os.environ['MLFLOW_TRACKING_URI']} (experiment 'gpuplace')"
+    return MainJobResult(config, model, run_dir, outputs, plan, measured, mlflow, report, log, comparison)
+
+
+class PipelineFailed(GpuplaceError):
+    """A task of the pipeline failed; the message points at the log with the task's own output."""
+
+
+def format_summary(result: MainJobResult) -> str:
+    """The table ``gpuplace run`` prints: the chosen shape, predicted vs measured p99, cost, fragmentation."""
+    plan, measured = result.plan.plan, result.measured
+    pred = plan.prediction
+    c = result.config
+    pipeline = "orchestration_comparison" if c.compare else "llm_placement"
+    lines = [
+        f"gpuplace run: {pipeline} with model {result.model} on fleet {c.inventory}, "
+        f"{c.target} serving target",
+        "",
+        f"chosen shape      {plan.chosen.label}   "
+        f"(plan {plan.plan_id}, fit score {plan.chosen.fit_score:.3f})",
+        f"{'':17} {'predicted':>10} {'measured':>10}",
+        f"{'p99 TTFT (ms)':17} {ms(pred.ttft_p99_s if pred else None, 2):>10} {ms(measured.ttft.p99, 2):>10}",
+        f"{'p99 TPOT (ms)':17} {ms(pred.tpot_p99_s if pred else None, 2):>10} {ms(measured.tpot.p99, 2):>10}",
+        f"SLO               {plan.slo.describe()}; measured attainment {measured.slo_attainment:.0%}",
+        f"requests          {measured.completed} completed, {measured.failed} failed, "
+        f"goodput {measured.goodput_rps:.2f} req/s",
+        f"cost              ${plan.cost_usd_per_month:,.0f}/month",
+        f"fragmentation     {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs "
+        "(FGD, the fleet before → after placement)",
+    ]
+    if result.comparison is not None:
+        score = result.comparison.score
+        lines.append(f"comparison        winner {score.winner or 'tie'} (margin {score.margin:.3f})")
+    lines += [
+        "",
+        "Predicted latency is for the planned GPU; measured latency is the serving target's (locally:",
+        "this machine's device), so on a CPU the two differ by design (docs/placement.md, docs/serving.md).",
+        "",
+        f"run directory     {result.run_dir}",
+        f"task outputs      {result.outputs}",
+        f"task logs         {result.log}",
+        f"report            {result.report}",
+        f"MLflow            {result.mlflow}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""Plans for tests that need a plan directory with hand-made manifests (faults, rollbacks, odd input).
+
+The plan is a real :class:`~gpuplace.types.plan.PlacementPlan` written by the real
+:func:`gpuplace.plandir.write_plan_dir`, so every reader sees what the planner would write; only the
+shape (nodes, GPUs per replica) and the manifests are chosen by the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuplace.plandir import PlanDir, write_plan_dir
+from gpuplace.types.plan import Candidate, Placement, PlacementPlan, Prediction, Slo
+from gpuplace.types.serving import ServingSpec
+
+
+def sample_plan(
+    *,
+    plan_id: str = "p1",
+    name: str = "llm",
+    model: str = "tiny",
+    nodes: Sequence[str] = ("a",),
+    gpus: int = 1,
+    gpu: str = "H100-SXM5-80GB",
+    prediction: Prediction | None = None,
+) -> PlacementPlan:
+    """A plan of ``len(nodes)`` replicas, one per node, each on ``gpus`` whole GPUs of ``gpu``."""
+    pred = prediction or Prediction(0.2, 0.4, 0.02, 0.03, 1.0, 4, 10.0)
+    chosen = Candidate(gpu, "whole", gpus, len(nodes), prediction=pred, verdict="chosen", fit_score=1.0)
+    link = "nvlink" if gpus > 1 else "single"
+    placements = tuple(
+        Placement(i, n, tuple(f"{n}/gpu{g}" for g in range(gpus)), link, 0, 1.0, 0.0)
+        for i, n in enumerate(nodes)
+    )
+    serving = ServingSpec(
+        engine="vllm",
+        image="vllm/vllm-openai:v0.11.0",
+        model=model,
+        model_source=model,
+        served_model_name=model,
+        args=(model, "--tensor-parallel-size", str(gpus)),
+        gpu_resource="nvidia.com/gpu",
+        gpus_per_replica=gpus,
+        tensor_parallel=gpus,
+        replicas=len(nodes),
+    )
+    return PlacementPlan(
+        plan_id=plan_id,
+        deployment_name=name,
+        model=model,
+        slo=Slo(ttft_p99_s=2.0, tpot_p99_s=0.05, rate_rps=2.0),
+        chosen=chosen,
+        placements=placements,
+        candidates=(chosen,),
+        fragmentation_before=1.0,
+        fragmentation_after=1.0,
+        fit_threshold=0.85,
+        serving=serving,
+    )
+
+
+def write_sample_plan(
+    root: Path, plan: PlacementPlan, manifests: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> PlanDir:
+    """``plan`` with these manifests (file name → objects), written by the real plan-directory writer."""
+    return write_plan_dir(root, plan, manifests=manifests, alternatives={}, kfp={}, candidates_md="")
+
+
+def write_raw_manifest(root: Path, name: str, text: str) -> None:
+    """Replace a manifest file with raw text (for YAML the writer would never produce)."""
+    folder = root / "manifests"
+    for old in folder.glob("*.yaml"):
+        old.unlink()
+    (folder / name).write_text(text)
+
+
+def yaml_docs(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
