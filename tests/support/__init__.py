@@ -1,0 +1,1 @@
+"""Test support: stand-ins for services that cannot run here (each says which and why)."""
