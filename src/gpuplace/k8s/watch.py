@@ -166,9 +166,10 @@ def _stream(
     except KubeError:
         raise
     except Exception as e:
-        err = translate(e, action)
-        if err.retryable and "Read timed out" in str(e):
+        from urllib3.exceptions import ReadTimeoutError
+
+        if isinstance(e, ReadTimeoutError):
             return  # silence for IDLE_S: the caller re-opens from the same version
-        raise err from e
+        raise translate(e, action) from e
     finally:
         resp.release_conn()
