@@ -1,109 +1,65 @@
-"""`gpuplace compile` and `gpuplace submit` through the real kfp.Client.
-
-KFP's API server cannot run here (it needs a cluster, MySQL and Argo), so a small HTTP server in
-this test stands in for the KFP backend: it implements the REST endpoints kfp.Client 2.17 calls
-(healthz, experiments, runs, pipeline upload), records every request, and the tests assert on the
-pipeline spec and arguments that were really uploaded.
+"""`gpuplace compile` and `gpuplace submit` through the real kfp.Client 2.17, against the KFP API stand-in
+(tests/support/kfp_api.py: the KFP backend cannot run here), with the checked-in compiled pipelines:
+upload creates the pipeline or a new version and the run runs that version, existing experiments are
+reused, runs are polled from PENDING to SUCCEEDED or FAILED, the server's rejections and 401/403 become
+clear errors.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import yaml
 
 from gpuplace.cli import main
-from gpuplace.jobs.submit import compiled_path, pipeline_names
+from gpuplace.jobs.submit import (
+    KfpRefused,
+    KfpRejected,
+    RunFailed,
+    RunTimeout,
+    compiled_path,
+    pipeline_names,
+    submit,
+)
+from tests.support.kfp_api import KfpState, kfp_api
 
 pytestmark = pytest.mark.integration
 
 
-class FakeKfp(BaseHTTPRequestHandler):
-    requests: ClassVar[list[dict[str, Any]]] = []
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _send(self, body: dict[str, Any], code: int = 200) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _record(self, body: bytes = b"") -> None:
-        FakeKfp.requests.append(
-            {
-                "method": self.command,
-                "path": self.path,
-                "body": body,
-                "auth": self.headers.get("Authorization"),
-            }
-        )
-
-    def do_GET(self) -> None:
-        self._record()
-        if self.path.startswith("/apis/v2beta1/healthz"):
-            self._send({"multi_user": False})
-        elif self.path.startswith("/apis/v2beta1/experiments"):
-            self._send({"experiments": [], "total_size": 0})  # none yet: the client creates it
-        elif self.path.startswith("/apis/v2beta1/runs/"):
-            run_id = self.path.rsplit("/", 1)[-1]
-            self._send({"run_id": run_id, "experiment_id": "exp-1", "state": "SUCCEEDED"})
-        else:
-            self._send({"error": "not found"}, 404)
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self._record(body)
-        if self.path.startswith("/apis/v2beta1/experiments"):
-            self._send({"experiment_id": "exp-1", "display_name": json.loads(body)["display_name"]})
-        elif self.path.startswith("/apis/v2beta1/runs"):
-            run = json.loads(body)
-            self._send(
-                {**run, "run_id": "run-1", "experiment_id": run.get("experiment_id"), "state": "PENDING"}
-            )
-        elif self.path.startswith("/apis/v2beta1/pipelines/upload"):
-            self._send({"pipeline_id": "pipe-1", "display_name": "llm_placement"})
-        else:
-            self._send({"error": "not found"}, 404)
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpuplace.jobs.submit.DEFAULT_POLL_S", 0.01)
 
 
 @pytest.fixture
-def fake_kfp() -> Iterator[str]:
-    FakeKfp.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeKfp)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+def fake_kfp() -> Iterator[tuple[str, KfpState]]:
+    with kfp_api() as served:
+        yield served
 
 
-def _posted_run() -> dict[str, Any]:
-    runs = [
-        r for r in FakeKfp.requests if r["method"] == "POST" and r["path"].startswith("/apis/v2beta1/runs")
-    ]
-    assert len(runs) == 1
-    return json.loads(runs[0]["body"])
+def _posted_runs(state: KfpState) -> list[dict[str, Any]]:
+    return [json.loads(r.body) for r in state.calls("POST", "/runs")]
 
 
-def test_submit_uploads_the_compiled_spec_with_typed_arguments(
-    fake_kfp: str, capsys: pytest.CaptureFixture[str]
+def _checked_in(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(compiled_path(name).read_text())
+    return doc
+
+
+def test_upload_runs_the_uploaded_version_with_typed_arguments(
+    fake_kfp: tuple[str, KfpState], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    host, state = fake_kfp
     code = main(
         [
             "submit",
             "llm_placement",
             "--host",
-            fake_kfp,
+            host,
             "--param",
             "model=mistral-7b",
             "--param",
@@ -119,24 +75,126 @@ def test_submit_uploads_the_compiled_spec_with_typed_arguments(
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert "run run-1" in out and "state: SUCCEEDED" in out and "uploaded pipeline pipe-1" in out
-    run = _posted_run()
-    assert run["runtime_config"]["parameters"] == {"model": "mistral-7b", "batch_sizes": "1,4"}
-    checked_in = yaml.safe_load(compiled_path("llm_placement").read_text())
+    (pipeline,) = state.pipelines.values()
+    (version,) = state.versions.values()
+    (run_id,) = state.runs
     assert (
-        run["pipeline_spec"]["pipelineInfo"]["name"] == checked_in["pipelineInfo"]["name"] == "llm-placement"
+        f"run {run_id}" in out
+        and "state: SUCCEEDED" in out
+        and f"uploaded pipeline {pipeline['pipeline_id']}" in out
     )
-    assert run["pipeline_spec"]["root"] == checked_in["root"]
-    experiments = [r for r in FakeKfp.requests if r["path"].startswith("/apis/v2beta1/experiments")]
-    assert json.loads(experiments[-1]["body"])["display_name"] == "capacity"
-    assert all(r["auth"] == "Bearer s3cret" for r in FakeKfp.requests)
+    (run,) = _posted_runs(state)
+    # The run names the uploaded version and carries no spec of its own.
+    assert "pipeline_spec" not in run or run["pipeline_spec"] is None
+    assert run["pipeline_version_reference"] == {
+        "pipeline_id": pipeline["pipeline_id"],
+        "pipeline_version_id": version["pipeline_version_id"],
+    }
+    assert run["runtime_config"]["parameters"] == {"model": "mistral-7b", "batch_sizes": "1,4"}
+    checked_in = _checked_in("llm_placement")
+    assert version["pipeline_spec"]["root"] == checked_in["root"]
+    assert version["pipeline_spec"]["pipelineInfo"]["name"] == "llm-placement"
+    assert pipeline["display_name"] == "llm_placement"
+    (exp,) = state.experiments.values()
+    assert exp["display_name"] == "capacity" and run["experiment_id"] == exp["experiment_id"]
+    assert all(r.auth == "Bearer s3cret" for r in state.requests)
+    # It polled: PENDING -> RUNNING -> ... -> SUCCEEDED.
+    states = [h["state"] for h in state.runs[run_id]["state_history"]]
+    assert states == ["PENDING", "RUNNING", "SUCCEEDED"]
+    assert len(state.calls("GET", f"/runs/{run_id}")) >= 3
 
 
-def test_unknown_param_lists_the_valid_ones(fake_kfp: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["submit", "llm_placement", "--host", fake_kfp, "--param", "modle=tiny"]) == 2
+def test_second_upload_adds_a_version_and_runs_it(fake_kfp: tuple[str, KfpState], tmp_path: Path) -> None:
+    host, state = fake_kfp
+    first = submit("orchestration_comparison", host=host, upload=True)
+    changed = tmp_path / "pipeline.yaml"
+    changed.write_text(compiled_path("orchestration_comparison").read_text() + "# rebuilt\n")
+    second = submit("orchestration_comparison", host=host, upload=True, package=changed)
+    again = submit("orchestration_comparison", host=host, upload=True, package=changed)
+    assert first.pipeline_id == second.pipeline_id == again.pipeline_id and len(state.pipelines) == 1
+    assert first.pipeline_version_id != second.pipeline_version_id
+    assert again.pipeline_version_id == second.pipeline_version_id  # same package: reused, not re-uploaded
+    assert len(state.versions) == 2 and len(state.calls("POST", "/pipelines/upload_version")) == 1
+    runs = _posted_runs(state)
+    assert [r["pipeline_version_reference"]["pipeline_version_id"] for r in runs] == [
+        first.pipeline_version_id,
+        second.pipeline_version_id,
+        second.pipeline_version_id,
+    ]
+    assert state.versions[second.pipeline_version_id]["display_name"].startswith("orchestration_comparison-")
+
+
+def test_an_existing_experiment_is_reused() -> None:
+    with kfp_api(experiments=("capacity",)) as (host, state):
+        (existing,) = state.experiments
+        result = submit("llm_placement", host=host, experiment="capacity", upload=True)
+        inline = submit("llm_placement", host=host, experiment="capacity")
+    assert result.experiment_id == existing and len(state.experiments) == 1
+    assert state.calls("POST", "/experiments") == []
+    (by_version, by_package) = _posted_runs(state)
+    assert by_version["experiment_id"] == by_package["experiment_id"] == existing
+    # Without --upload the run carries the checked-in package inline.
+    assert by_package["pipeline_spec"]["root"] == _checked_in("llm_placement")["root"]
+    assert inline.pipeline_version_id == "" and not by_package.get("pipeline_version_reference")
+
+
+def test_a_failed_run_fails_submit(capsys: pytest.CaptureFixture[str]) -> None:
+    with kfp_api(outcomes=("FAILED",)) as (host, state):
+        with pytest.raises(RunFailed) as failed:
+            submit("llm_placement", host=host, upload=True, wait_timeout_s=30)
+        assert failed.value.result.state == "FAILED"
+        assert "task failed: exit status 1" in str(failed.value)
+        state.outcomes.append("FAILED")
+        assert main(["submit", "llm_placement", "--host", host, "--wait", "30"]) == 2
+    assert "FAILED" in capsys.readouterr().err
+
+
+def test_a_run_still_running_at_the_deadline_is_a_timeout() -> None:
+    with kfp_api(running_polls=10_000) as (host, _), pytest.raises(RunTimeout) as late:
+        submit("llm_placement", host=host, wait_timeout_s=0.2, poll_s=0.05)
+    assert late.value.result.state == "RUNNING"
+
+
+def test_the_servers_spec_validation_is_reported(tmp_path: Path) -> None:
+    not_a_pipeline = tmp_path / "deployment.yaml"
+    not_a_pipeline.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
+    strict = _checked_in("llm_placement")
+    strict["root"]["inputDefinitions"]["parameters"]["model"].pop("defaultValue")
+    strict["root"]["inputDefinitions"]["parameters"]["model"]["isOptional"] = False
+    needs_model = tmp_path / "strict.yaml"
+    needs_model.write_text(yaml.safe_dump(strict))
+    with kfp_api() as (host, state):
+        with pytest.raises(KfpRejected) as upload:
+            submit("llm_placement", host=host, upload=True, package=not_a_pipeline)
+        with pytest.raises(KfpRejected) as run:
+            submit("llm_placement", host=host, package=needs_model)
+    assert "could not upload pipeline llm_placement (HTTP 400" in str(upload.value)
+    assert "not a pipeline spec" in str(upload.value)
+    assert "HTTP 400" in str(run.value) and "missing required input parameter(s): model" in str(run.value)
+    assert state.runs == {}
+
+
+def test_401_and_403_are_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    with kfp_api(token="s3cret") as (host, _):
+        assert main(["submit", "llm_placement", "--host", host]) == 2
+        assert "refused the credentials (HTTP 401)" in capsys.readouterr().err
+    with kfp_api(forbid=(("POST", "/pipelines/upload"),)) as (host, state):
+        with pytest.raises(KfpRefused) as refused:
+            submit("llm_placement", host=host, upload=True, namespace="team-a")
+        assert state.pipelines == {} and state.runs == {}
+    message = str(refused.value)
+    assert "refused to upload pipeline llm_placement (HTTP 403" in message
+    assert "--token" in message and "namespace team-a" in message
+
+
+def test_unknown_param_lists_the_valid_ones(
+    fake_kfp: tuple[str, KfpState], capsys: pytest.CaptureFixture[str]
+) -> None:
+    host, state = fake_kfp
+    assert main(["submit", "llm_placement", "--host", host, "--param", "modle=tiny"]) == 2
     err = capsys.readouterr().err
     assert "param='modle': is not a parameter of pipeline 'llm_placement'" in err and "model" in err
-    assert FakeKfp.requests == []  # nothing was sent
+    assert state.requests == []  # nothing was sent
 
 
 def test_unknown_pipeline_suggests(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,7 +57,7 @@ class SubmitCommand(Command):
         )
         print(f"run {result.run_id} in experiment {result.experiment_id or '-'}: {result.url}")
         if result.pipeline_id:
-            print(f"uploaded pipeline {result.pipeline_id}")
+            print(f"uploaded pipeline {result.pipeline_id}, version {result.pipeline_version_id}")
         if result.state:
             print(f"state: {result.state}")
         return 0

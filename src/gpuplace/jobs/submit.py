@@ -5,19 +5,24 @@ with their compiled ``pipeline.yaml`` checked in beside them. Submission goes th
 the arguments are checked against the pipeline's parameters *before* anything is sent (an unknown
 ``--param`` lists the valid ones), and the host is probed with a short timeout first, because
 ``kfp.Client`` itself retries an unreachable host for half a minute and then reports a bare timeout.
+``--upload`` makes the package a pipeline version and runs that version; ``--wait`` polls the run to a
+final state and fails when it failed. The API's 401/403 and rejections become errors that say what was
+being done and what to do.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import json
+import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpuplace.errors import InvalidInput, UnknownName
+from gpuplace.errors import GpuplaceError, InvalidInput, UnknownName
 
 HEALTHZ_PATH = "/apis/v2beta1/healthz"
 
@@ -125,6 +130,30 @@ def check_host(host: str, *, timeout_s: float = 5.0, token: str | None = None) -
         ) from None
 
 
+class KfpRefused(GpuplaceError):
+    """401/403 from the KFP API: the token is missing, wrong, or its identity may not do this."""
+
+
+class KfpRejected(GpuplaceError):
+    """The KFP API rejected a request (a spec or arguments it will not run, a name clash, ...)."""
+
+
+class RunFailed(GpuplaceError):
+    """The run ended in FAILED (or CANCELED); ``result`` is where it stood."""
+
+    def __init__(self, message: str, *, result: SubmitResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class RunTimeout(GpuplaceError):
+    """The run did not finish within ``--wait``; ``result`` is its last state."""
+
+    def __init__(self, message: str, *, result: SubmitResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 @dataclass(frozen=True, slots=True)
 class SubmitResult:
     run_id: str
@@ -132,6 +161,101 @@ class SubmitResult:
     pipeline_id: str  # "" unless uploaded
     state: str  # the run's state when submit returned
     url: str
+    pipeline_version_id: str = ""  # the uploaded version the run runs; "" for an inline package
+
+
+# Run states after which a run changes no more (v2beta1 RuntimeState).
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"})
+DEFAULT_POLL_S = 5.0
+
+
+def _server_message(body: object) -> str:
+    """The message in a KFP error body: grpc-gateway's ``message``/``error`` or the upload handlers'
+    ``error_message``."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text.strip()
+    if isinstance(doc, dict):
+        return str(doc.get("message") or doc.get("error_message") or doc.get("error") or text).strip()
+    return text.strip()
+
+
+def _kfp(action: str, host: str, namespace: str | None, call: Any) -> Any:
+    """``call()``, with the KFP API's errors turned into gpuplace's (what was being done, what to do)."""
+    from kfp_server_api.exceptions import ApiException  # type: ignore[import-untyped]
+
+    try:
+        return call()
+    except ApiException as e:
+        status = int(e.status or 0)
+        message = _server_message(e.body) or str(e.reason or "")
+        if status in (401, 403):
+            who = "no credentials were accepted" if status == 401 else "this identity may not do it"
+            raise KfpRefused(
+                f"the KFP API at {host} refused to {action} (HTTP {status}: {message}): {who}. "
+                "Pass a valid token with --token or $KFP_TOKEN"
+                + (f", for an identity allowed in namespace {namespace}" if namespace else "")
+            ) from None
+        raise KfpRejected(f"the KFP API at {host} could not {action} (HTTP {status}: {message})") from None
+    except ValueError as e:  # kfp.Client's own checks (e.g. two pipelines with one name)
+        raise KfpRejected(f"could not {action} on {host}: {e}") from None
+
+
+def _package_digest(package: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(package.read_bytes()).hexdigest()[:12]
+
+
+def upload_version(
+    client: Any, name: str, package: Path, *, host: str, namespace: str | None = None
+) -> tuple[str, str]:
+    """(pipeline id, version id) of ``package`` as a version of pipeline ``name``: the pipeline is created
+    when no pipeline has that name, else a version named ``<name>-<sha256 of the package>`` is added, or
+    reused when that exact package was uploaded before (a re-submit does not pile up copies)."""
+    pipeline_id = _kfp("look up the pipeline", host, namespace, lambda: client.get_pipeline_id(name))
+    if pipeline_id is None:
+        pipeline = _kfp(
+            f"upload pipeline {name}",
+            host,
+            namespace,
+            lambda: client.upload_pipeline(str(package), pipeline_name=name, namespace=namespace),
+        )
+        pipeline_id = str(pipeline.pipeline_id)
+        # The server makes the pipeline's first version from the same upload.
+        versions = _kfp(
+            f"list the versions of pipeline {name}",
+            host,
+            namespace,
+            lambda: client.list_pipeline_versions(pipeline_id, page_size=1, sort_by="created_at desc"),
+        )
+        found = list(versions.pipeline_versions or ())
+        if not found:
+            raise KfpRejected(f"the KFP API at {host} made pipeline {pipeline_id} ({name}) without a version")
+        return pipeline_id, str(found[0].pipeline_version_id)
+    version_name = f"{name}-{_package_digest(package)}"
+    same = json.dumps(
+        {"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": version_name}]}
+    )
+    existing = _kfp(
+        f"list the versions of pipeline {name}",
+        host,
+        namespace,
+        lambda: client.list_pipeline_versions(pipeline_id, filter=same),
+    )
+    if existing.pipeline_versions:
+        return str(pipeline_id), str(existing.pipeline_versions[0].pipeline_version_id)
+    version = _kfp(
+        f"upload a new version of pipeline {name}",
+        host,
+        namespace,
+        lambda: client.upload_pipeline_version(
+            str(package), pipeline_version_name=version_name, pipeline_id=pipeline_id
+        ),
+    )
+    return str(pipeline_id), str(version.pipeline_version_id)
 
 
 def submit(
@@ -146,8 +270,15 @@ def submit(
     upload: bool = False,
     wait_timeout_s: float | None = None,
     package: Path | None = None,
+    poll_s: float | None = None,
 ) -> SubmitResult:
-    """Create a run of a pipeline (optionally uploading it as a pipeline first) and maybe wait."""
+    """Create a run of a pipeline and maybe wait for it.
+
+    With ``upload`` the compiled package becomes a pipeline version (:func:`upload_version`) and the run
+    runs *that version*; without, the run carries the package inline. Waiting polls the run until it
+    reaches a final state: FAILED or CANCELED raise :class:`RunFailed`, the deadline :class:`RunTimeout`.
+    API errors raise :class:`KfpRefused` (401/403) or :class:`KfpRejected`.
+    """
     arguments = parse_params(name, params or [])
     check_host(host, token=token)
     import kfp
@@ -156,22 +287,80 @@ def submit(
     if not package.is_file():
         raise InvalidInput("pipeline", name, f"has no compiled package at {package}", "Run gpuplace compile")
     client = kfp.Client(host=host, existing_token=token, namespace=namespace or "kubeflow")
-    pipeline_id = ""
+    pipeline_id = version_id = ""
     if upload:
-        uploaded = client.upload_pipeline(str(package), pipeline_name=name)
-        pipeline_id = str(uploaded.pipeline_id)
-    result = client.create_run_from_pipeline_package(
-        str(package), arguments=arguments, run_name=run_name, experiment_name=experiment, namespace=namespace
-    )
-    state = ""
-    if wait_timeout_s is not None:
-        run = client.wait_for_run_completion(result.run_id, timeout=wait_timeout_s)
-        state = str(run.state)
-    experiment_id = str(getattr(result.run_info, "experiment_id", "") or "")
-    return SubmitResult(
-        run_id=str(result.run_id),
+        pipeline_id, version_id = upload_version(client, name, package, host=host, namespace=namespace)
+        exp = _kfp(
+            f"find or create experiment {experiment}",
+            host,
+            namespace,
+            lambda: client.create_experiment(experiment, namespace=namespace),
+        )
+        experiment_id = str(exp.experiment_id)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H-%M-%S")
+        run = _kfp(
+            f"create a run of pipeline version {version_id}",
+            host,
+            namespace,
+            lambda: client.run_pipeline(
+                experiment_id,
+                run_name or f"{name} {stamp}",
+                params=arguments,
+                pipeline_id=pipeline_id,
+                version_id=version_id,
+            ),
+        )
+        run_id = str(run.run_id)
+    else:
+        created = _kfp(
+            f"create a run of {package.name}",
+            host,
+            namespace,
+            lambda: client.create_run_from_pipeline_package(
+                str(package),
+                arguments=arguments,
+                run_name=run_name,
+                experiment_name=experiment,
+                namespace=namespace,
+            ),
+        )
+        run_id = str(created.run_id)
+        experiment_id = str(getattr(created.run_info, "experiment_id", "") or "")
+    result = SubmitResult(
+        run_id=run_id,
         experiment_id=experiment_id,
         pipeline_id=pipeline_id,
-        state=state,
-        url=f"{host.rstrip('/')}/#/runs/details/{result.run_id}",
+        state="",
+        url=f"{host.rstrip('/')}/#/runs/details/{run_id}",
+        pipeline_version_id=version_id,
     )
+    if wait_timeout_s is None:
+        return result
+    poll = DEFAULT_POLL_S if poll_s is None else poll_s
+    return wait_for_run(client, result, host=host, namespace=namespace, timeout_s=wait_timeout_s, poll_s=poll)
+
+
+def wait_for_run(
+    client: Any, result: SubmitResult, *, host: str, namespace: str | None, timeout_s: float, poll_s: float
+) -> SubmitResult:
+    """Poll the run until a final state; ``kfp.Client.wait_for_run_completion`` is not used because it
+    does not treat CANCELED as final and reports a run that failed exactly like one that succeeded."""
+    end = time.monotonic() + timeout_s
+    run_id = result.run_id
+    while True:
+        run = _kfp(f"get run {run_id}", host, namespace, lambda: client.get_run(run_id))
+        state = str(run.state or "")
+        result = replace(result, state=state)
+        if state in FINAL_STATES:
+            break
+        if time.monotonic() + poll_s > end:
+            raise RunTimeout(
+                f"run {result.run_id} still {state or 'not started'} after {timeout_s:g} s: {result.url}",
+                result=result,
+            )
+        time.sleep(poll_s)
+    if state in ("FAILED", "CANCELED"):
+        message = str(getattr(getattr(run, "error", None), "message", "") or "")
+        why = f": {message}" if message else ""
+        raise RunFailed(f"run {result.run_id} {state}{why} ({result.url})", result=result)
+    return result

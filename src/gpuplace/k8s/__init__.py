@@ -5,7 +5,10 @@
 delete under deadlines with :mod:`~gpuplace.k8s.retry`; :mod:`~gpuplace.k8s.errors` is the error
 hierarchy; :mod:`~gpuplace.k8s.deploy` applies a plan, waits for rollout (:mod:`~gpuplace.k8s.rollout`),
 records provisioning latency and placement, and tears down; :mod:`~gpuplace.k8s.rbac` is the deploy
-step's least-privilege Role; :mod:`~gpuplace.k8s.nodes` registers simulated Nodes.
+step's least-privilege Role; :mod:`~gpuplace.k8s.nodes` registers simulated Nodes;
+:mod:`~gpuplace.k8s.dra` reads placements back (nodes, DRA-allocated GPU devices) and why a pod is Pending;
+:mod:`~gpuplace.k8s.watch` watches under a deadline across API-server restarts, and
+:mod:`~gpuplace.k8s.provisioning` times pods from creation to ready-to-serve with it.
 """
 
 from gpuplace.k8s.api import FIELD_MANAGER, Api

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplace import dra
 from gpuplace.errors import InvalidInput
 from gpuplace.labels import (
     APP,
@@ -368,23 +369,49 @@ def _product_name(plan: PlacementPlan, inventory: Inventory) -> str:
     for node in _planned_nodes(plan, inventory):
         for g in node.gpus:
             if g.gpu == plan.chosen.gpu:
-                return g.product.replace("-", " ")
+                return dra.product_name(g)
     return plan.chosen.gpu
+
+
+# The claim constraint that keeps a replica's GPUs as local as the plan assumed, per interconnect tier:
+# one NVLink domain, one PCIe root, or one NUMA node (attribute names as published: gpuplace.dra).
+_LOCALITY_ATTRIBUTE = {
+    "nvlink": dra.NVLINK_DOMAIN,
+    "pcie-switch": dra.PCIE_ROOT,
+    "numa": dra.NUMA_NODE,
+}
+
+
+def claim_locality(plan: PlacementPlan) -> str:
+    """The attribute every replica's GPUs must share (``matchAttribute``), or "" for none.
+
+    One template serves every replica, so the tier must hold for all of them: the planner's tier when
+    the placements share it, else one NUMA node when every planned set sits on one, else no constraint.
+    """
+    if plan.chosen.gpus_per_replica < 2 or not plan.placements:
+        return ""
+    tiers = {p.interconnect for p in plan.placements}
+    if len(tiers) == 1 and (tier := tiers.pop()) in _LOCALITY_ATTRIBUTE:
+        return _LOCALITY_ATTRIBUTE[tier]
+    if all(p.numa_node is not None for p in plan.placements):
+        return dra.NUMA_NODE
+    return ""
 
 
 def resource_claim_template(
     plan: PlacementPlan, inventory: Inventory, options: ServingOptions
 ) -> dict[str, Any]:
-    """A DRA claim template: the replica's GPUs by CEL selector, on one PCIe root when the plan is local."""
+    """A DRA claim template: the replica's GPUs (or MIG slice) by CEL selector on the attributes NVIDIA's
+    DRA driver publishes, kept on one NVLink domain, PCIe root or NUMA node as the plan assumed."""
     chosen = plan.chosen
     if chosen.kind == "mig":
         cls, cel = (
             options.mig_device_class,
-            f'device.attributes["gpu.nvidia.com"].profile == "{chosen.mig_profile}"',
+            f'{dra.cel_attribute(dra.PROFILE)} == "{chosen.mig_profile}"',
         )
     else:
         cls = options.dra_device_class
-        cel = f'device.attributes["gpu.nvidia.com"].productName == "{_product_name(plan, inventory)}"'
+        cel = f'{dra.cel_attribute(dra.PRODUCT_NAME)} == "{_product_name(plan, inventory)}"'
     request: dict[str, Any] = {
         "name": "gpus",
         "exactly": {
@@ -395,10 +422,9 @@ def resource_claim_template(
         },
     }
     spec: dict[str, Any] = {"devices": {"requests": [request]}}
-    if chosen.gpus_per_replica > 1 and all(p.interconnect == "pcie-switch" for p in plan.placements):
-        spec["devices"]["constraints"] = [
-            {"requests": ["gpus"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}
-        ]
+    locality = claim_locality(plan)
+    if locality:
+        spec["devices"]["constraints"] = [{"requests": ["gpus"], "matchAttribute": locality}]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",

@@ -38,8 +38,9 @@ def add_fleet(
     timeout_s: float = 300.0,
     on_node: Callable[[str], None] | None = None,
 ) -> dict[str, int]:
-    """Register ``inventory``'s nodes in ``cp``, wait until KWOK reports all of them Ready, and bind a
-    placeholder pod to each node for the GPUs the inventory says are already allocated."""
+    """Register ``inventory``'s nodes in ``cp``, wait until KWOK reports all of them Ready, bind a
+    placeholder pod to each node for the GPUs the inventory says are already allocated, and publish the
+    fleet's GPUs as DRA devices (:mod:`gpuplace.testenv.dra`)."""
     from gpuplace.k8s import Api, connect
     from gpuplace.k8s.nodes import register_nodes
     from gpuplace.k8s.retry import Deadline
@@ -84,6 +85,9 @@ def add_fleet(
                 ):
                     api.create(pod, PLACEHOLDER_NAMESPACE, deadline=deadline)
             counts["placeholder_pods"] = len(placeholders)
+        from gpuplace.testenv import dra
+
+        counts.update(dra.publish(api, inventory, deadline=deadline))
     finally:
         api.client.close()
     cp.fleet = inventory.source or cp.fleet
