@@ -51,9 +51,16 @@ def test_runs_as_non_root(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
-def test_installs_gpuplace_from_the_source_tree(path: Path) -> None:
-    runs = " ".join(i["value"] for i in _parse(path).structure if i["instruction"] == "RUN")
-    assert re.search(r"pip install \"?\.\[", runs), f"{path.name} must pip install the copied source tree"
+def test_installs_gpuplace_from_the_source_tree_with_the_lock(path: Path) -> None:
+    runs = [
+        i["value"]
+        for i in _parse(path).structure
+        if i["instruction"] == "RUN" and "pip install" in i["value"]
+    ]
+    assert any(re.search(r"pip install .*\"?\.\[", r) for r in runs), f"{path.name}: install the source tree"
+    assert all("-c " in r and "constraints.txt" in r for r in runs), (
+        f"{path.name}: every pip install is locked"
+    )
 
 
 def test_component_image_tags_match_the_package_version() -> None:

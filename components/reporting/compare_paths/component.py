@@ -58,35 +58,21 @@ def compare_paths(
         mlflow_fallback_local: Log to a local store when the server is unreachable, instead of failing.
         kfp_run_id: The KFP run id to tag the MLflow run with (pass dsl.PIPELINE_JOB_ID_PLACEHOLDER).
     """
+    params = dict(locals())  # the comparison's parameters, by the names CompareOptions.from_params reads
     import shutil
     import tempfile
     from pathlib import Path
 
-    from gpuplace.compare.step import CompareOptions, MlflowOptions, parse_path_inputs, run_compare_step
+    from gpuplace.compare.step import CompareOptions, parse_path_inputs, run_compare_step
     from gpuplace.report import headline_metrics
 
-    options = CompareOptions(
-        paths=parse_path_inputs(
-            native_deployment.path, native_loadtest.path, kubeflow_deployment.path, kubeflow_loadtest.path
-        ),
-        plan=plan.path if plan is not None else "",
-        inventory=inventory,
-        weights=weights,
-        assess=tuple(a for a in assess.split(";") if a.strip()),
-        penalty_usd_per_breach=penalty_usd_per_breach,
-        engineering_weeks=engineering_weeks,
-        rate_usd_per_week=rate_usd_per_week,
-        saved_usd_per_quarter=None if saved_usd_per_quarter < 0 else saved_usd_per_quarter,
-        mlflow=MlflowOptions(
-            enabled=log_to_mlflow,
-            uri=mlflow_uri,
-            experiment=mlflow_experiment,
-            fallback_local=mlflow_fallback_local,
-            kfp_run_id=kfp_run_id,
-        ),
+    paths = parse_path_inputs(
+        native_deployment.path, native_loadtest.path, kubeflow_deployment.path, kubeflow_loadtest.path
     )
-    out = Path(tempfile.mkdtemp(prefix="compare-"))
-    result = run_compare_step(options, out)
+    params["plan"] = plan.path if plan is not None else ""
+    result = run_compare_step(
+        CompareOptions.from_params(params, paths), Path(tempfile.mkdtemp(prefix="compare-"))
+    )
     shutil.copyfile(result.comparison_json, comparison.path)
     shutil.copyfile(result.report_md, report_md.path)
     shutil.copyfile(result.report_html, report_html.path)  # plots are inlined: one self-contained page

@@ -63,7 +63,7 @@ class CompareCommand(Command):
         add_mlflow_flags(p)
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.compare.step import CompareOptions, MlflowOptions, parse_path_inputs, run_compare_step
+        from gpuplace.compare.step import CompareOptions, parse_path_inputs, run_compare_step
         from gpuplace.report.render import flip_lines, verdict_line
 
         paths = parse_path_inputs(
@@ -74,31 +74,7 @@ class CompareCommand(Command):
             args.native_sweep,
             args.kubeflow_sweep,
         )
-        options = CompareOptions(
-            paths=paths,
-            plan=args.plan,
-            inventory=args.inventory,
-            gpu_catalog=args.gpu_catalog,
-            weights=args.weights,
-            assess=tuple(args.assess),
-            penalty_usd_per_breach=args.penalty_usd_per_breach,
-            engineering_weeks=args.engineering_weeks,
-            rate_usd_per_week=args.rate_usd_per_week,
-            saved_usd_per_quarter=args.saved_usd_per_quarter,
-            adopt=args.adopt,
-            mlflow=MlflowOptions(
-                enabled=args.mlflow,
-                uri=args.mlflow_uri,
-                experiment=args.experiment,
-                workdir=args.mlflow_workdir,
-                fallback_local=args.mlflow_fallback_local,
-                run_name=args.run_name,
-                kfp_run_id=args.kfp_run_id,
-                profile=args.profile,
-                manifests=args.manifests,
-                system_metrics=args.system_metrics,
-            ),
-        )
+        options = CompareOptions.from_params(vars(args), paths)
         result = run_compare_step(options, args.out)
         print(verdict_line(result.comparison).replace("**", ""))
         for line in flip_lines(result.comparison):
@@ -111,11 +87,13 @@ class CompareCommand(Command):
 
 
 def add_mlflow_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mlflow", action="store_true", help="also log to MLflow (docs/tracking.md)")
+    p.add_argument(
+        "--mlflow", dest="log_to_mlflow", action="store_true", help="also log to MLflow (docs/tracking.md)"
+    )
     p.add_argument(
         "--mlflow-uri", default="", help="tracking URI (default MLFLOW_TRACKING_URI, else a local store)"
     )
-    p.add_argument("--experiment", default="gpuplace")
+    p.add_argument("--experiment", dest="mlflow_experiment", default="gpuplace", help="MLflow experiment")
     p.add_argument("--mlflow-workdir", default=".gpuplace/mlflow", help="where the local store lives")
     p.add_argument(
         "--mlflow-fallback-local",

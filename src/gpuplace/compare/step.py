@@ -9,9 +9,10 @@ logs the whole thing to MLflow as a parent run with one child per path.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpuplace.compare import compare_paths
 from gpuplace.compare.inputs import default_fragmentation, load_path_result
@@ -60,6 +61,38 @@ class CompareOptions:
     saved_usd_per_quarter: float | None = None
     adopt: str = ""
     mlflow: MlflowOptions = field(default_factory=MlflowOptions)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], paths: tuple[PathInput, ...]) -> CompareOptions:
+        """From the edges' names (``gpuplace compare`` flags and the ``compare_paths`` parameters):
+        ``assess`` as a list or a ";"-separated string, a negative or missing saving = derive it."""
+        assess = params.get("assess") or ()
+        saved = params.get("saved_usd_per_quarter")
+        return cls(
+            paths=paths,
+            plan=str(params.get("plan") or ""),
+            inventory=str(params.get("inventory") or ""),
+            gpu_catalog=params.get("gpu_catalog"),
+            weights=str(params.get("weights") or ""),
+            assess=tuple(a for a in (assess.split(";") if isinstance(assess, str) else assess) if a.strip()),
+            penalty_usd_per_breach=float(params.get("penalty_usd_per_breach") or 0.0),
+            engineering_weeks=float(params.get("engineering_weeks") or 0.0),
+            rate_usd_per_week=float(params.get("rate_usd_per_week") or 0.0),
+            saved_usd_per_quarter=None if saved is None or saved < 0 else float(saved),
+            adopt=str(params.get("adopt") or ""),
+            mlflow=MlflowOptions(
+                enabled=bool(params.get("log_to_mlflow")),
+                uri=str(params.get("mlflow_uri") or ""),
+                experiment=str(params.get("mlflow_experiment") or "gpuplace"),
+                workdir=str(params.get("mlflow_workdir") or ".gpuplace/mlflow"),
+                fallback_local=bool(params.get("mlflow_fallback_local")),
+                run_name=str(params.get("run_name") or ""),
+                kfp_run_id=str(params.get("kfp_run_id") or ""),
+                profile=str(params.get("profile") or ""),
+                manifests=str(params.get("manifests") or ""),
+                system_metrics=bool(params.get("system_metrics")),
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,9 +74,9 @@ def build(options: ServeOptions) -> tuple[ExtenderService, threading.Event]:
     from gpuplace.k8s import Api, connect
     from gpuplace.k8s.client import IN_CLUSTER
 
-    client = connect(IN_CLUSTER if options.in_cluster else options.kubeconfig)
-    start_watches(state, client, stop)
-    return ExtenderService(state, api=Api(client), max_nodes=options.max_nodes), stop
+    api = Api(connect(IN_CLUSTER if options.in_cluster else options.kubeconfig))
+    start_watches(state, api, stop)
+    return ExtenderService(state, api=api, max_nodes=options.max_nodes), stop
 
 
 def make_server(options: ServeOptions, service: ExtenderService) -> ExtenderHTTPServer:

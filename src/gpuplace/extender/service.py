@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from gpuplace.errors import InvalidInput
 from gpuplace.extender.fit import ASSIGNMENT_ANNOTATION, assignment_annotation, pod_request, scores
-from gpuplace.extender.models import ExtenderArgs, ExtenderBindingArgs, pod_dict
 from gpuplace.extender.state import ClusterState, PodGpus
+from gpuplace.extender.wire import ExtenderArgs, ExtenderBindingArgs, pod_dict
 from gpuplace.types.extender import GpuRequest, NodeFit
 
 if TYPE_CHECKING:

@@ -23,6 +23,9 @@ FIELD_MANAGER = "gpuplace"
 DEFAULT_TIMEOUT_S = 60.0
 
 
+ALL_NAMESPACES = "*"
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceInfo:
     api_version: str
@@ -31,7 +34,10 @@ class ResourceInfo:
     namespaced: bool
 
     def collection_path(self, namespace: str = "") -> str:
+        """The collection's URL path; ``ALL_NAMESPACES`` lists a namespaced kind across namespaces."""
         base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced and namespace == ALL_NAMESPACES:
+            return f"{base}/{self.plural}"
         if self.namespaced:
             if not namespace:
                 raise ValueError(f"{self.kind} is namespaced: a namespace is needed")

@@ -7,7 +7,8 @@ module here that reads and writes files (``plan.json``).
 
 from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FragmentationModel, TaskClass, parse_mix
 from gpuplace.planner.latency import Calibration, Shape, calibrate, predict
-from gpuplace.planner.search import PlanRequest, breach_cost_usd_per_month, plan_placement
+from gpuplace.planner.request import PlanRequest
+from gpuplace.planner.search import breach_cost_usd_per_month, plan_placement
 from gpuplace.types.plan import NoFeasiblePlacement
 
 __all__ = [

@@ -16,14 +16,14 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, replace
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.errors import InvalidInput
-from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FragmentationModel, TaskClass, parse_mix
+from gpuplace.planner.fragmentation import FragmentationModel
 from gpuplace.planner.latency import GPU_MEMORY_UTILIZATION, Calibration, Shape, calibrate, predict
 from gpuplace.planner.placement import EPS, FleetState, best_gpu_set, choose, fit_score, tier_of
+from gpuplace.planner.request import KINDS, PlanRequest
 from gpuplace.types import GpuSpec, Inventory, LatencyProfile, Node
 from gpuplace.types.plan import (
     Candidate,
@@ -33,102 +33,9 @@ from gpuplace.types.plan import (
     Prediction,
     Slo,
 )
-from gpuplace.types.workload import Traffic
 from gpuplace.units import HOURS_PER_MONTH
 
-KINDS: tuple[str, ...] = ("whole", "mig", "shared")
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
-DEFAULT_TOLERATED: tuple[str, ...] = ("nvidia.com/gpu",)
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRequest:
-    """What to plan for, beyond the profile and the fleet."""
-
-    model: str
-    slo: Slo
-    traffic: Traffic = field(default_factory=Traffic)
-    deployment_name: str = ""
-    fit_threshold: float = 0.85
-    prices_usd_per_hour: Mapping[str, float] = field(default_factory=dict)  # overrides by catalog name
-    kinds: tuple[str, ...] = KINDS
-    gpus: tuple[str, ...] = ()  # catalog names allowed; empty = any
-    tolerated_taints: tuple[str, ...] = DEFAULT_TOLERATED
-    task_mix: tuple[TaskClass, ...] = DEFAULT_LLM_MIX
-    max_tp: int = 8
-    max_replicas: int = 512
-    breach_penalty_usd: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.slo.require(
-            "tpot_p99_s", "ttft_p99_s", "rate_rps", fix="A plan needs p99 TPOT, p99 TTFT and a request rate"
-        )
-        if not 0 <= self.fit_threshold <= 1:
-            raise InvalidInput(
-                "fit_threshold", self.fit_threshold, "must be in [0, 1]", "The default is 0.85"
-            )
-        bad = [k for k in self.kinds if k not in KINDS]
-        if bad or not self.kinds:
-            raise InvalidInput(
-                "kinds", list(self.kinds), "unknown or empty", f"Use some of {', '.join(KINDS)}"
-            )
-        if self.max_tp < 1 or self.max_replicas < 1:
-            raise InvalidInput("max_tp/max_replicas", (self.max_tp, self.max_replicas), "must be at least 1")
-        if self.breach_penalty_usd < 0:
-            raise InvalidInput("breach_penalty_usd", self.breach_penalty_usd, "must not be negative")
-        for name, price in self.prices_usd_per_hour.items():
-            if not math.isfinite(price) or price < 0:
-                raise InvalidInput(f"price[{name}]", price, "must be a non-negative number")
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], catalog: GpuCatalog) -> PlanRequest:
-        """From the edges' spelling (``gpuplace plan`` flags and the ``plan_placement`` component's
-        parameters share these names): SLO in milliseconds, comma lists, ``GPU=USD`` prices."""
-        prices = params.get("prices") or {}
-        if not isinstance(prices, Mapping):
-            prices = _parse_prices(prices)
-        mix = str(params.get("task_mix") or "")
-        return cls(
-            model=str(params["model"]),
-            # A plan needs every bound: 0 is an error here, not "unset" as it is for a load test.
-            slo=Slo(
-                ttft_p99_s=_seconds(params.get("slo_ttft_ms")),
-                tpot_p99_s=_seconds(params.get("slo_tpot_ms")),
-                rate_rps=None if params.get("rate") is None else float(params["rate"]),
-            ),
-            traffic=Traffic.parse(params.get("prompt_tokens") or 512, params.get("output_tokens") or 128),
-            deployment_name=str(params.get("name") or ""),
-            fit_threshold=float(params.get("fit_threshold", 0.85)),
-            prices_usd_per_hour={catalog.get(n, field="prices").name: float(v) for n, v in prices.items()},
-            kinds=tuple(
-                k.strip() for k in str(params.get("kinds") or ",".join(KINDS)).split(",") if k.strip()
-            ),
-            gpus=tuple(
-                catalog.get(g.strip(), field="gpus").name
-                for g in str(params.get("gpus") or "").split(",")
-                if g.strip()
-            ),
-            task_mix=parse_mix(mix) if mix else DEFAULT_LLM_MIX,
-            breach_penalty_usd=float(params.get("breach_penalty_usd") or 0.0),
-        )
-
-
-def _seconds(ms: Any) -> float | None:
-    return None if ms is None else float(ms) / 1000
-
-
-def _parse_prices(items: Sequence[str]) -> dict[str, float]:
-    """``["H100-SXM5-80GB=4.5", ...]`` → ``{"H100-SXM5-80GB": 4.5}``."""
-    prices = {}
-    for item in items:
-        name, _, value = str(item).partition("=")
-        try:
-            prices[name.strip()] = float(value)
-        except ValueError:
-            raise InvalidInput(
-                "price", item, "is not GPU=USD_PER_HOUR", "e.g. --price H100-SXM5-80GB=4.5"
-            ) from None
-    return prices
 
 
 def slug(text: str) -> str:

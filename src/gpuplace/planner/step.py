@@ -20,7 +20,7 @@ from gpuplace.types.plan import PlacementPlan
 if TYPE_CHECKING:
     from gpuplace.catalog import GpuCatalog
     from gpuplace.manifests import ServingOptions
-    from gpuplace.planner.search import PlanRequest
+    from gpuplace.planner.request import PlanRequest
 
 
 @dataclass(frozen=True, slots=True)

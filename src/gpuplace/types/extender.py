@@ -1,6 +1,6 @@
 """Domain types of the scheduler extender: what a pod asks of a node's GPUs, and the verdict on a node.
 
-Parsed once at the HTTP boundary (:mod:`gpuplace.extender.models`) from the pod's resources and its
+Parsed once at the HTTP boundary (:mod:`gpuplace.extender.wire`) from the pod's resources and its
 ``gpuplace.io/*`` annotations (docs/extender.md); read by :mod:`gpuplace.extender.fit`.
 """
 

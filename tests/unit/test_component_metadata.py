@@ -1,0 +1,39 @@
+"""Every component folder follows kubeflow/pipelines-components (KEP-913): component.py, metadata.yaml
+with the validated fields, README.md, and metadata that says what the component really takes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+FOLDERS = sorted(p.parent for p in (REPO / "components").glob("*/*/component.py"))
+
+
+def test_there_are_components() -> None:
+    assert len(FOLDERS) >= 9
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_metadata_and_readme(folder: Path) -> None:
+    assert (folder / "README.md").is_file(), f"{folder} has no README.md"
+    meta = yaml.safe_load((folder / "metadata.yaml").read_text())
+    assert meta["name"] == folder.name and meta["category"] == folder.parent.name
+    assert meta["tier"] in ("core", "third_party") and meta["stability"] in ("alpha", "beta", "stable")
+    assert any(d["name"] == "Pipelines" for d in meta["dependencies"]["kubeflow"])
+    verified = meta["lastVerified"]
+    verified = verified if isinstance(verified, dt.datetime) else dt.datetime.fromisoformat(str(verified))
+    age = dt.datetime.now(dt.UTC) - verified.replace(tzinfo=verified.tzinfo or dt.UTC)
+    assert dt.timedelta(0) <= age <= dt.timedelta(days=365), (
+        f"{folder.name}: lastVerified is stale: re-verify"
+    )
+    assert (REPO / meta["links"]["documentation"]).is_file()
+    module = importlib.import_module(f"gpuplace.components.{folder.parent.name}.{folder.name}")
+    component = getattr(module, folder.name)
+    spec = component.component_spec
+    assert set(meta["inputs"]) == set(spec.inputs or {}), f"{folder.name}: metadata inputs drifted"
+    assert set(meta["outputs"]) == set(spec.outputs or {}), f"{folder.name}: metadata outputs drifted"
