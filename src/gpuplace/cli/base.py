@@ -11,8 +11,20 @@ from __future__ import annotations
 import argparse
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows every option's default, and keeps the descriptions' own line breaks."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default when it says something (not for required, empty or off options), and
+    keeps the descriptions' own line breaks; the help is wide enough for the examples."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=110)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        quiet = default in (None, "", [], False, argparse.SUPPRESS) or action.required
+        if quiet or "%(default)" in text or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 class Command:

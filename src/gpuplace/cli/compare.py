@@ -59,7 +59,7 @@ class CompareCommand(Command):
             "--saved-usd-per-quarter", type=float, default=None, help="ROI: override the derived saving"
         )
         p.add_argument("--adopt", default="", help="ROI: the path being adopted (default: the winner)")
-        p.add_argument("--out", default="comparison", help="output folder (default ./comparison)")
+        p.add_argument("--out", default="comparison", help="output folder")
         add_mlflow_flags(p)
 
     def run(self, args: argparse.Namespace) -> int:

@@ -26,11 +26,15 @@ class DeployCommand(Command):
         p.add_argument("plan_dir", help="the plan directory `gpuplace plan --out` wrote (or its plan.json)")
         p.add_argument("--target", choices=TARGETS, default="kubernetes", help="where to deploy")
         p.add_argument(
-            "--kubeconfig", default=None, help="None: $KUBECONFIG, ~/.kube/config, else in-cluster"
+            "--kubeconfig",
+            default=None,
+            help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)",
         )
-        p.add_argument("--context", default=None, help="kubeconfig context (None: the current one)")
+        p.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
         p.add_argument("--namespace", default="default", help="namespace to deploy into")
-        p.add_argument("--run-id", default="", help="pipeline run id to label objects with ('': $KFP_RUN_ID)")
+        p.add_argument(
+            "--run-id", default="", help="pipeline run id to label objects with (default: $KFP_RUN_ID)"
+        )
         p.add_argument("--timeout", type=float, default=300.0, help="deadline for apply + rollout, seconds")
         p.add_argument(
             "--on-failure",

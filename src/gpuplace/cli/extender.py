@@ -23,7 +23,7 @@ class ExtenderCommand(Command):
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         verbs = p.add_subparsers(dest="extender_command", required=True, metavar="{serve,config}")
         s = verbs.add_parser("serve", help="serve filter/prioritize/bind over HTTP")
-        s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+        s.add_argument("--host", default="127.0.0.1", help="address to listen on")
         s.add_argument("--port", type=int, default=None, help="TCP port (default 8888; 0 = any free port)")
         s.add_argument("--prefix", default=None, help="URL prefix of the verbs (default /gpuplace)")
         source = s.add_mutually_exclusive_group()
@@ -67,7 +67,7 @@ class ExtenderCommand(Command):
             "--no-bind", action="store_true", help="let kube-scheduler bind (no GPU assignment recorded)"
         )
         c.add_argument(
-            "--http-timeout-s", type=float, default=5.0, help="kube-scheduler's timeout per call (default 5)"
+            "--http-timeout-s", type=float, default=5.0, help="kube-scheduler's timeout per call, seconds"
         )
         c.add_argument(
             "--managed-resource",

@@ -27,7 +27,9 @@ class InventoryCommand(Command):
             help="bundled fleet name, fleet YAML, Alibaba node CSV, or 'cluster'",
         )
         p.add_argument(
-            "--kubeconfig", default=None, help="for 'cluster' (None: $KUBECONFIG, ~/.kube/config, in-cluster)"
+            "--kubeconfig",
+            default=None,
+            help="for 'cluster' (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
         )
         p.add_argument(
             "--label-selector", default="", help="for 'cluster': only nodes matching this selector"

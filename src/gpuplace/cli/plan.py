@@ -26,7 +26,9 @@ class PlanCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--model", required=True, help="the model to place: the preset or config the profile measured"
+            "--model",
+            required=True,
+            help="the model to place: the preset (or config.json) the profile measured",
         )
         p.add_argument("--profile", required=True, help="profile Parquet written by `gpuplace profile`")
         p.add_argument(
@@ -49,7 +51,9 @@ class PlanCommand(Command):
         choice = p.add_argument_group("shapes and cost")
         choice.add_argument("--kinds", default="whole,mig,shared", help="shapes to consider")
         choice.add_argument(
-            "--gpus", default="", help="catalog GPU names to allow, comma-separated ('': all in the fleet)"
+            "--gpus",
+            default="",
+            help="catalog GPU names to allow, comma-separated (default: all in the fleet)",
         )
         choice.add_argument(
             "--price",
@@ -68,15 +72,17 @@ class PlanCommand(Command):
         choice.add_argument(
             "--task-mix",
             default="",
-            help="fragmentation task mix GPUS:WEIGHT,... ('': docs/placement.md's default)",
+            help="fragmentation task mix GPUS:WEIGHT,... (default: docs/placement.md's default)",
         )
         choice.add_argument(
             "--breach-penalty-usd", type=float, default=0.0, help="cost of one SLA breach, USD"
         )
         serving = p.add_argument_group("serving")
-        serving.add_argument("--name", default="", help="Deployment name ('': gpuplace-<model>)")
-        serving.add_argument("--image", default="", help="serving image ('': vLLM's OpenAI server, pinned)")
-        serving.add_argument("--model-path", default="", help="what the server loads ('': --model)")
+        serving.add_argument("--name", default="", help="Deployment name (default: gpuplace-<model>)")
+        serving.add_argument(
+            "--image", default="", help="serving image (default: vLLM's OpenAI server, pinned)"
+        )
+        serving.add_argument("--model-path", default="", help="what the server loads (default: --model)")
         serving.add_argument(
             "--numa-align", action="store_true", help="size CPUs to the GPUs' NUMA node share"
         )

@@ -35,7 +35,10 @@ class ProfileCommand(Command):
         )
         p.add_argument("--repeats", type=int, default=5, help="timed generations per sweep point")
         p.add_argument(
-            "--warmup", type=int, default=None, help="untimed generations per point (None: 2, 3 with static)"
+            "--warmup",
+            type=int,
+            default=None,
+            help="untimed generations per point (default: 2, 3 with static)",
         )
         p.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
         p.add_argument(
@@ -49,7 +52,9 @@ class ProfileCommand(Command):
         p.add_argument("--gpu-catalog", default=None, help="a gpus.csv to use instead of the bundled one")
         p.add_argument("--out", default="profile.parquet", help="Parquet file to write")
         p.add_argument(
-            "--device-json", default=None, help="where to write the device record (None: <out>.device.json)"
+            "--device-json",
+            default=None,
+            help="where to write the device record (default: <out>.device.json)",
         )
         p.add_argument("--markdown", default=None, help="also write a Markdown summary here")
         p.add_argument("--quiet", action="store_true", help="no progress lines")

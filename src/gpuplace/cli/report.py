@@ -20,7 +20,7 @@ class ReportCommand(Command):
             "--native-loadtest", default="", help="the native path's load-test folder, for its distributions"
         )
         p.add_argument("--kubeflow-loadtest", default="", help="the Kubeflow path's load-test folder")
-        p.add_argument("--out", default="", help="output folder ('': the comparison's folder)")
+        p.add_argument("--out", default="", help="output folder (default: the comparison's folder)")
 
     def run(self, args: argparse.Namespace) -> int:
         from gpuplace.compare.step import loadtest_records, read_comparison

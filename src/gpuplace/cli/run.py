@@ -21,7 +21,9 @@ class RunCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--workdir", default=".gpuplace/runs", help="where run directories go")
-        p.add_argument("--model", default="", help="model preset ('': tiny on a CPU, llama-3.1-8b on a GPU)")
+        p.add_argument(
+            "--model", default="", help="model preset (default: tiny on a CPU, llama-3.1-8b on a GPU)"
+        )
         p.add_argument("--device", default="auto", help="profiling device: auto, cpu, cuda, cuda:N")
         p.add_argument(
             "--inventory", default="mixed-a100-h100-l4", help="fleet: bundled name, fleet YAML or CSV"
@@ -42,7 +44,9 @@ class RunCommand(Command):
         p.add_argument("--kubeconfig", default="", help="the cluster for --target kubernetes")
         p.add_argument("--namespace", default="default", help="namespace for --target kubernetes")
         p.add_argument(
-            "--mlflow-uri", default="", help="MLflow server ('': $MLFLOW_TRACKING_URI, else a local store)"
+            "--mlflow-uri",
+            default="",
+            help="MLflow server (default: $MLFLOW_TRACKING_URI, else a local store)",
         )
         p.add_argument("--verbose", action="store_true", help="show the runner's and the tasks' own logs")
 

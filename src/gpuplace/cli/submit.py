@@ -29,8 +29,8 @@ class SubmitCommand(Command):
             "--param", action="append", default=[], metavar="KEY=VALUE", help="a pipeline argument"
         )
         p.add_argument("--experiment", default="gpuplace", help="experiment to run in (created when missing)")
-        p.add_argument("--run-name", default=None, help="the run's name (None: pipeline name and time)")
-        p.add_argument("--token", default=None, help="an existing bearer token (None: $KFP_TOKEN)")
+        p.add_argument("--run-name", default=None, help="the run's name (default: pipeline name and time)")
+        p.add_argument("--token", default=None, help="an existing bearer token (default: $KFP_TOKEN)")
         p.add_argument(
             "--namespace", default=None, help="the Kubeflow profile namespace (multi-user installs)"
         )

@@ -21,9 +21,11 @@ class TeardownCommand(Command):
         p.add_argument("plan_dir", nargs="?", default=None, help="the plan directory that was deployed")
         p.add_argument("--target", choices=TARGETS, default="kubernetes", help="where it was deployed")
         p.add_argument(
-            "--kubeconfig", default=None, help="None: $KUBECONFIG, ~/.kube/config, else in-cluster"
+            "--kubeconfig",
+            default=None,
+            help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)",
         )
-        p.add_argument("--context", default=None, help="kubeconfig context (None: the current one)")
+        p.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
         p.add_argument("--namespace", default="default", help="namespace it was deployed into")
         p.add_argument(
             "--record", default=None, help="deployment.json of the deploy (the local target's server)"

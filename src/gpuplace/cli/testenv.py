@@ -25,7 +25,9 @@ class TestenvCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--state-dir", default=None, help="None: $GPUPLACE_TESTENV_DIR or ~/.local/state/gpuplace/testenv"
+            "--state-dir",
+            default=None,
+            help="where its state lives (default: $GPUPLACE_TESTENV_DIR or ~/.local/state/gpuplace/testenv)",
         )
         verbs = p.add_subparsers(dest="testenv_command", required=True)
         up = verbs.add_parser("up", help="start it and add the fleet's nodes; prints the kubeconfig path")
