@@ -33,7 +33,7 @@ class CompareCommand(Command):
         p.add_argument(
             "--inventory", default="", help="the fleet: bundled name, fleet YAML, Alibaba CSV or cluster"
         )
-        p.add_argument("--gpu-catalog", default=None)
+        p.add_argument("--gpu-catalog", default=None, help="a gpus.csv to use instead of the bundled one")
         p.add_argument(
             "--weights", default="", help="e.g. tpot_p99=0.7,cost=0.3 (sum 1; default docs/comparison.md)"
         )
@@ -100,8 +100,10 @@ def add_mlflow_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="log to the local store if the server is unreachable",
     )
-    p.add_argument("--run-name", default="")
-    p.add_argument("--kfp-run-id", default="")
+    p.add_argument(
+        "--run-name", default="", help="name of the MLflow parent run (default: compare <plan id>)"
+    )
+    p.add_argument("--kfp-run-id", default="", help="the KFP run id to tag the MLflow run with")
     p.add_argument("--profile", default="", help="profile Parquet to log under the same parent run")
     p.add_argument("--manifests", default="", help="folder of rendered manifests to log with the plan")
     p.add_argument("--system-metrics", action="store_true", help="log CPU (and GPU via NVML) usage")

@@ -73,7 +73,12 @@ def quiet_console(log_path: Path, *, verbose: bool = False) -> Iterator[TaskCons
         return
     out = sys.__stdout__ or sys.stdout
     with log_path.open("a") as log, warnings.catch_warnings():
-        warnings.simplefilter("always")  # into the log, once per task as kfp means them
         console = TaskConsole(log, out)
+        warnings.simplefilter("always")  # into the log, once per task as kfp means them
+
+        def to_log(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+            console.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+        warnings.showwarning = to_log
         with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
             yield console
