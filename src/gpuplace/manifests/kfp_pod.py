@@ -32,15 +32,13 @@ from __future__ import annotations
 
 import copy
 import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpuplace.errors import InvalidInput, UnknownName
+from gpuplace.errors import InvalidInput
+from gpuplace.manifests.kfp_package import CHANNEL, Resolver, defaults, find_task, load_package
 
 LAUNCHER_IMAGE = "ghcr.io/kubeflow/kfp-launcher:2.17.0"
 LAUNCHER_PATH = "/kfp-launcher/launch"
@@ -65,8 +63,6 @@ SUPPORTED_PLATFORM_KEYS = frozenset(
         "podMetadata",
     }
 )
-_CHANNEL = re.compile(r"^\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}$")
-_PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,126 +75,9 @@ class KfpTaskPod:
     warnings: tuple[str, ...] = field(default=())
 
 
-def load_package(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(pipeline spec, platform spec) of a compiled pipeline YAML (the platform document may be absent)."""
-    p = Path(path)
-    try:
-        docs = [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
-    except (OSError, yaml.YAMLError) as e:
-        raise InvalidInput("pipeline_package", str(p), f"cannot be read as YAML ({e})") from e
-    if not docs or not isinstance(docs[0], dict) or "root" not in docs[0]:
-        raise InvalidInput("pipeline_package", str(p), "is not a compiled KFP pipeline (no root)")
-    platform = docs[1] if len(docs) > 1 and isinstance(docs[1], dict) else {}
-    return docs[0], platform
-
-
-def _find_task(spec: Mapping[str, Any], task: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The task and the chain of DAG tasks enclosing it (outermost first)."""
-    components = spec.get("components") or {}
-
-    def walk(
-        dag: Mapping[str, Any], chain: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-        for name, t in (dag.get("tasks") or {}).items():
-            if name == task:
-                return t, chain
-            comp = components.get((t.get("componentRef") or {}).get("name", "")) or {}
-            if "dag" in comp:
-                found = walk(comp["dag"], [*chain, t])
-                if found:
-                    return found
-        return None
-
-    found = walk((spec.get("root") or {}).get("dag") or {}, [])
-    if found is None:
-        names: list[str] = []
-
-        def collect(dag: Mapping[str, Any]) -> None:
-            for name, t in (dag.get("tasks") or {}).items():
-                names.append(name)
-                comp = components.get((t.get("componentRef") or {}).get("name", "")) or {}
-                if "dag" in comp:
-                    collect(comp["dag"])
-
-        collect((spec.get("root") or {}).get("dag") or {})
-        raise UnknownName("task", task, tuple(sorted(names)))
-    return found
-
-
-def _defaults(definitions: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        k: p["defaultValue"]
-        for k, p in ((definitions.get("parameters") or {}).items())
-        if "defaultValue" in p
-    }
-
-
-class _Resolver:
-    """Input parameters as the driver resolves them: pipeline arguments over root defaults, upstream
-    task outputs, runtime constants with placeholders."""
-
-    def __init__(
-        self, spec: Mapping[str, Any], arguments: Mapping[str, Any], outputs: Mapping[str, Mapping[str, Any]]
-    ):
-        self.spec = spec
-        self.outputs = outputs
-        root_defs = (spec.get("root") or {}).get("inputDefinitions") or {}
-        unknown = sorted(set(arguments) - set(root_defs.get("parameters") or {}))
-        if unknown:
-            raise InvalidInput("arguments", unknown, "are not parameters of the pipeline")
-        self.root = {**_defaults(root_defs), **dict(arguments)}
-
-    def scope_of(self, chain: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        scope = self.root
-        for dag_task in chain:
-            comp = (self.spec.get("components") or {})[dag_task["componentRef"]["name"]]
-            scope = {**_defaults(comp.get("inputDefinitions") or {}), **self.inputs(dag_task, scope)}
-        return scope
-
-    def value(self, param: Mapping[str, Any], scope: Mapping[str, Any], where: str) -> Any:
-        if "componentInputParameter" in param:
-            name = param["componentInputParameter"]
-            if name not in scope:
-                raise InvalidInput(where, name, "is an input no argument or default provides")
-            return scope[name]
-        if "taskOutputParameter" in param:
-            out = param["taskOutputParameter"]
-            producer, key = out.get("producerTask", ""), out.get("outputParameterKey", "")
-            if key not in (self.outputs.get(producer) or {}):
-                raise InvalidInput(
-                    where,
-                    f"{producer}.{key}",
-                    "is an upstream output not given",
-                    "Pass it in task_outputs (what the upstream task produced)",
-                )
-            return self.outputs[producer][key]
-        if "runtimeValue" in param:
-            return (param["runtimeValue"] or {}).get("constant")
-        raise InvalidInput(where, sorted(param), "is an input kind this stand-in does not resolve")
-
-    def inputs(self, task: Mapping[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
-        specs = (task.get("inputs") or {}).get("parameters") or {}
-        plain = {
-            k: self.value(p, scope, f"task input {k}") for k, p in specs.items() if "runtimeValue" not in p
-        }
-        out = dict(plain)
-        for k, p in specs.items():
-            if "runtimeValue" in p:
-                constant = self.value(p, scope, f"task input {k}")
-                out[k] = _substitute(constant, plain) if isinstance(constant, str) else constant
-        return out
-
-
-def _substitute(text: str, values: Mapping[str, Any]) -> Any:
-    whole = _CHANNEL.match(text)
-    if whole and whole.group(1) in values:
-        return values[whole.group(1)]
-    return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), text)
-
-
 def _pod_spec_value(text: str, parameters: Mapping[str, Any], what: str, warnings: list[str]) -> str:
     """``resolvePodSpecInputRuntimeParameter``: a channel resolves to its *string* value only."""
-    m = _CHANNEL.match(text or "")
+    m = CHANNEL.match(text or "")
     if not m:
         return text
     if m.group(1) not in parameters:
@@ -268,7 +147,7 @@ def _resources(
 
 
 def _platform_patch(
-    config: Mapping[str, Any], resolver: _Resolver, scope: Mapping[str, Any], warnings: list[str]
+    config: Mapping[str, Any], resolver: Resolver, scope: Mapping[str, Any], warnings: list[str]
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(pod-spec fields, main-container fields, pod metadata) from the task's kubernetes executor config."""
     unsupported = sorted(set(config) - SUPPORTED_PLATFORM_KEYS)
@@ -475,7 +354,7 @@ def kfp_task_pod(
         spec, platform_doc = load_package(package)
     else:
         spec, platform_doc = dict(package), dict(platform or {})
-    task_spec, chain = _find_task(spec, task)
+    task_spec, chain = find_task(spec, task)
     comp_name = (task_spec.get("componentRef") or {}).get("name", "")
     component = (spec.get("components") or {}).get(comp_name) or {}
     executor_label = component.get("executorLabel", "")
@@ -483,9 +362,9 @@ def kfp_task_pod(
     container = executor.get("container")
     if not container:
         raise InvalidInput("task", task, "is not a container task (a DAG, an importer or a resolver)")
-    resolver = _Resolver(spec, arguments or {}, task_outputs or {})
+    resolver = Resolver(spec, arguments or {}, task_outputs or {})
     scope = resolver.scope_of(chain)
-    parameters = {**_defaults(component.get("inputDefinitions") or {}), **resolver.inputs(task_spec, scope)}
+    parameters = {**defaults(component.get("inputDefinitions") or {}), **resolver.inputs(task_spec, scope)}
     warnings: list[str] = []
     image = _pod_spec_value(str(container.get("image", "")), parameters, "image", warnings)
     executor_input = {
