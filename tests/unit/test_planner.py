@@ -241,11 +241,20 @@ def test_bad_fit_threshold() -> None:
 
 
 def test_fit_score_terms() -> None:
-    assert fit_score(0.5, 0.5, "nvlink", 0.0, 1) == pytest.approx(1.0)
-    assert fit_score(0.5, 0.5, "cross-numa", 0.0, 1) == pytest.approx(1 - 0.25 * 0.5)
-    assert fit_score(1.0, 0.5, "nvlink", 0.0, 1) == pytest.approx(0.6)
-    assert fit_score(0.5, 0.5, "nvlink", 2.0, 1) == pytest.approx(0.85)
+    unchanged = 0.15 * 0.98  # the fragmentation term when the placement leaves fragmentation as it was
+    assert fit_score(0.5, 0.5, "nvlink", 0.0, 1) == pytest.approx(0.85 + unchanged)
+    assert fit_score(0.5, 0.5, "cross-numa", 0.0, 1) == pytest.approx(0.85 + unchanged - 0.25 * 0.5)
+    assert fit_score(1.0, 0.5, "nvlink", 0.0, 1) == pytest.approx(0.45 + unchanged)
+    assert fit_score(0.5, 0.5, "nvlink", 0.5, 1) == pytest.approx(0.85 + 0.15 * 0.5)
+    assert fit_score(0.5, 0.5, "nvlink", 2.0, 1) == pytest.approx(0.85 + 0.15 * 0.02 / math.e)
     assert 0 <= fit_score(math.inf, math.inf, "cross-numa", 9, 1) <= 1
+
+
+def test_fit_score_keeps_the_order_of_fragmentation_changes() -> None:
+    # A clamp at 1 scored every decrease alike; a larger decrease must score higher, a larger increase lower.
+    deltas = [-2.0, -1.0, -0.25, 0.0, 0.25, 1.0, 2.0]
+    scores = [fit_score(0.5, 0.5, "nvlink", d, 2) for d in deltas]
+    assert all(a > b for a, b in zip(scores, scores[1:], strict=False))
 
 
 def test_high_threshold_rejects_cross_numa_placements() -> None:
