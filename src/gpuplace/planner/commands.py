@@ -51,7 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--gpu-catalog", default=None, help="a gpus.csv to use instead of the bundled one")
     p.add_argument(
-        "--task-mix", default="", help="fragmentation task mix GPUS:WEIGHT,... (default docs/placement.md)"
+        "--task-mix",
+        default="",
+        help="fragmentation task mix GPUS:WEIGHT,... (default: the fleet's own workload, docs/placement.md)",
+    )
+    p.add_argument(
+        "--workload", default="", help="a pod-list CSV (Alibaba format) to measure fragmentation against"
     )
     p.add_argument("--breach-penalty-usd", type=float, default=0.0, help="cost of one SLA breach")
     p.add_argument("--name", default="", help="Deployment name (default gpuplace-<model>)")
@@ -131,6 +136,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         model_path=args.model_path,
         numa_align=args.numa_align,
         priority_class=args.priority_class,
+        workload=args.workload,
     )
     plan = result.plan
     for note in plan.notes:
@@ -148,12 +154,38 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(
             f"  replica {p.replica}: {p.node} {','.join(p.gpu_ids)} ({p.interconnect}, fit {p.fit_score:.2f})"
         )
+    print(fragmentation_effect_text(plan))
     out = result.plan_dir
     print(
         f"wrote {out / 'plan.json'}, {out / 'manifests'}/, {out / 'alternatives'}/, {out / 'kfp'}/ "
         f"(plan {plan.plan_id})"
     )
     return 0
+
+
+def fragmentation_effect_text(plan: Any) -> str:
+    """What the fragmentation criterion changed in a plan, as ``gpuplace plan`` prints it."""
+    fw = plan.fragmentation_workload
+    effect = fw.get("effect") or {}
+    lines = [
+        f"fragmentation measured against: {fw.get('source', '?')} "
+        f"({len(fw.get('classes') or ())} task classes)"
+    ]
+    with_ = [f"{r['node']}:{len(r['gpu_ids'])}" for r in effect.get("with_fragmentation") or ()]
+    without = [f"{r['node']}:{len(r['gpu_ids'])}" for r in effect.get("without_fragmentation") or ()]
+    same = sorted(map(str, effect.get("with_fragmentation") or ())) == sorted(
+        map(str, effect.get("without_fragmentation") or ())
+    )
+    lines.append(f"  with FGD:    {' '.join(with_)}")
+    lines.append(f"  without FGD: {' '.join(without) or effect.get('without_fragmentation_note', '')}")
+    after_without = effect.get("usable_gpus_after_without")
+    lines.append(
+        f"  GPUs usable by that workload: {effect.get('usable_gpus_before', 0):.2f} before, "
+        f"{effect.get('usable_gpus_after_with', 0):.2f} after with FGD, "
+        + (f"{after_without:.2f} without" if after_without is not None else "— without")
+        + (" (same placement)" if same else "")
+    )
+    return "\n".join(lines)
 
 
 def run_fragmentation_bench(
@@ -291,6 +323,7 @@ def paper_summary(runs: Sequence[Any]) -> dict[str, Any]:
             "per_seed_pct": values,
         }
     out["unallocated_share"] = out["at_100"]["mean_pct"] / 100
+    out["per_seed"] = [v / 100 for v in out["at_100"]["per_seed_pct"]]  # shares, as --protocol reshuffle
     out["curve_mean_pct"] = {
         str(x): statistics.fmean(r.unallocated_pct[x] for r in runs)
         for x in range(50, 131)

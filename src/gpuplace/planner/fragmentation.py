@@ -84,22 +84,19 @@ class FleetWorkload:
     tasks: int = 0
     detail: str = ""
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "tasks": self.tasks,
-            "detail": self.detail,
-            "classes": [
-                {
-                    "num_gpu": t.num_gpu,
-                    "gpu_milli": t.gpu_milli,
-                    "cpu_milli": t.cpu_milli,
-                    "gpu_types": sorted(t.gpu_types),
-                    "weight": round(t.weight, 6),
-                }
-                for t in self.mix
-            ],
+
+def mix_to_json(mix: Iterable[TaskClass]) -> list[dict[str, object]]:
+    """Task classes as plan.json lists them."""
+    return [
+        {
+            "num_gpu": t.num_gpu,
+            "gpu_milli": t.gpu_milli,
+            "cpu_milli": t.cpu_milli,
+            "gpu_types": sorted(t.gpu_types),
+            "weight": round(t.weight, 6),
         }
+        for t in mix
+    ]
 
 
 def fleet_workload(

@@ -307,7 +307,12 @@ class PaperReplay:
 
 
 def unallocated_curve(arrived: np.ndarray, used: np.ndarray, total_gpus: int) -> dict[int, float]:
-    """``merge_alloc_discrete.py``: per arrived percent X, 100 − mean allocation of its events."""
+    """``merge_alloc_discrete.py``: per arrived percent X, 100 − mean allocation of its events.
+
+    Where no event's arrived share lies within X ± 1 (a small fleet, where one pod is several percent)
+    the simulator's script has no value; here the last event that arrived at or below X stands in, and
+    X is left out only before the first event.
+    """
     arrive = np.round(arrived / total_gpus / 10, 0)
     alloc = np.round(used / total_gpus / 10, 2)
     out: dict[int, float] = {}
@@ -315,8 +320,11 @@ def unallocated_curve(arrived: np.ndarray, used: np.ndarray, total_gpus: int) ->
         vals = alloc[arrive == x]
         if len(vals) == 0:
             vals = alloc[(arrive >= x - 1) & (arrive <= x + 1)]
-            if len(vals) == 0:
+        if len(vals) == 0:
+            below = np.flatnonzero(arrived * 100 <= x * total_gpus * 1000)
+            if len(below) == 0:
                 continue
+            vals = alloc[below[-1:]]
         out[x] = round(100 - round(float(vals.mean()), 2), 2)
     return out
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpuplace.errors import InvalidInput
+from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FleetWorkload, fleet_workload, parse_mix
 from gpuplace.types.plan import PlacementPlan
+
+# The pod list published with the Alibaba trace's node list, beside it (shared/data/README.md).
+TRACE_POD_LIST = "openb_pod_list_default.csv"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,35 @@ def plan_metrics(plan: PlacementPlan) -> dict[str, float]:
     return {k: v for k, v in values.items() if math.isfinite(v)}
 
 
+def plan_workload(inventory: str, task_mix: str = "", workload: str = "") -> FleetWorkload:
+    """The task mix fragmentation is measured against, in order of preference (docs/placement.md).
+
+    ``--task-mix`` if given; the pod list ``workload`` (an Alibaba pod CSV) if given; for ``cluster``, the
+    GPU pods running in it; for an Alibaba node CSV, the trace's pod list beside it; else — and whenever
+    the source holds no GPU task — :data:`DEFAULT_LLM_MIX`, with the reason in ``detail``.
+    """
+    if task_mix:
+        mix = parse_mix(task_mix)
+        return FleetWorkload("given", mix, 0, "--task-mix")
+    pods = Path(workload) if workload else None
+    if pods is None and inventory.endswith(".csv") and (Path(inventory).parent / TRACE_POD_LIST).is_file():
+        pods = Path(inventory).parent / TRACE_POD_LIST
+    if pods is not None:
+        from gpuplace.inventory.alibaba import read_alibaba_tasks
+
+        shapes = [
+            (t.num_gpu, t.gpu_milli, t.cpu_milli, frozenset(t.gpu_spec)) for t in read_alibaba_tasks(pods)
+        ]
+        return fleet_workload(shapes, "trace", detail=pods.name)
+    if inventory == "cluster":
+        from gpuplace.inventory.cluster import workload_from_cluster
+
+        return fleet_workload(workload_from_cluster(), "cluster pods")
+    return FleetWorkload(
+        "default mix", DEFAULT_LLM_MIX, 0, f"the inventory {inventory!r} carries no workload"
+    )
+
+
 def run_plan_step(
     *,
     profile_path: Path,
@@ -73,12 +106,12 @@ def run_plan_step(
     model_path: str = "",
     numa_align: bool = False,
     priority_class: str = "",
+    workload: str = "",
 ) -> PlanStepResult:
     from gpuplace.catalog import load_gpu_catalog
     from gpuplace.inventory import load_inventory
     from gpuplace.manifests import VLLM_IMAGE, ServingOptions, build_manifests, kfp_fragments
-    from gpuplace.planner import PlanRequest, parse_mix, plan_placement
-    from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX
+    from gpuplace.planner import PlanRequest, plan_placement
     from gpuplace.planner.io import candidates_table, write_plan_dir
     from gpuplace.profiling import load_profile
     from gpuplace.types.plan import Slo
@@ -97,6 +130,7 @@ def run_plan_step(
     catalog = load_gpu_catalog(gpu_catalog)
     price_map = {catalog.get(name, field="prices").name: float(v) for name, v in (prices or {}).items()}
     fleet = load_inventory(inventory, catalog=catalog)
+    mix = plan_workload(inventory, task_mix, workload)
     request = PlanRequest(
         model=model,
         slo=slo,
@@ -105,13 +139,17 @@ def run_plan_step(
         prices_usd_per_hour=price_map,
         kinds=tuple(k.strip() for k in kinds.split(",") if k.strip()),
         gpus=tuple(catalog.get(g.strip(), field="gpus").name for g in gpus.split(",") if g.strip()),
-        task_mix=parse_mix(task_mix) if task_mix else DEFAULT_LLM_MIX,
+        task_mix=mix.mix,
+        task_mix_source=mix.source,
+        task_mix_tasks=mix.tasks,
         breach_penalty_usd=breach_penalty_usd,
     )
     options = ServingOptions(
         image=image or VLLM_IMAGE, model_path=model_path, numa_align=numa_align, priority_class=priority_class
     )
     plan = plan_placement(load_profile(profile_path), fleet, catalog, request)
+    if mix.detail:
+        plan = replace(plan, notes=(*plan.notes, f"fragmentation workload: {mix.source} ({mix.detail})"))
     manifests = build_manifests(plan, fleet, options)
     write_plan_dir(plan, fleet, out, manifests)
     return PlanStepResult(

@@ -126,6 +126,9 @@ class PlacementPlan:
     notes: tuple[str, ...] = ()
     sla_breach_cost_usd_per_month: float = 0.0
     tradeoff: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    # What fragmentation was measured against and what FGD changed (docs/placement.md): ``source``
+    # ("cluster pods" | "trace" | "given" | "default mix"), ``tasks``, ``classes``, ``effect``.
+    fragmentation_workload: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def replicas(self) -> int:
@@ -165,6 +168,7 @@ class PlacementPlan:
             "inventory_source": self.inventory_source,
             "profile_device": self.profile_device,
             "notes": list(self.notes),
+            "fragmentation_workload": dict(self.fragmentation_workload),
         }
         return data
 
@@ -186,6 +190,7 @@ class PlacementPlan:
             notes=tuple(data.get("notes") or ()),
             sla_breach_cost_usd_per_month=float(data.get("sla_breach_cost_usd_per_month") or 0.0),
             tradeoff=tuple(data.get("tradeoff") or ()),
+            fragmentation_workload=dict(data.get("fragmentation_workload") or {}),
         )
 
 
