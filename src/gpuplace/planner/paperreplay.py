@@ -234,7 +234,14 @@ def tune_workload(pods: Sequence[PaperPod], capacity_milli: int, rng: np.random.
 class PaperReplay:
     """The fleet and pod list of one trace variant; :meth:`run` replays it under a policy and seed."""
 
-    def __init__(self, nodes: Sequence[PaperNode], pods: Sequence[PaperPod]) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[PaperNode],
+        pods: Sequence[PaperPod],
+        *,
+        typical: Sequence[TypicalPod] | None = None,
+    ) -> None:
+        """``typical``: FGD's target workload; by default :func:`typical_pods` of ``pods``, as the paper."""
         if not nodes or not pods:
             from gpuplace.errors import InvalidInput
 
@@ -268,7 +275,7 @@ class PaperReplay:
             np.array([p.gpu_milli for p in cls], dtype=np.int64),
             type_ok,
         )
-        self.typical = typical_pods(pods)
+        self.typical = tuple(typical) if typical is not None else typical_pods(pods)
         self.memo = FragMemo(self.typical, self.type_names)
         gpu_typical = [t for t in self.typical if t.num_gpu]
         # CPU the workload asks per milli-GPU: what a node's free GPUs will want of its free CPU.
