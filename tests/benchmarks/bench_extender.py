@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import http.client
 import json
 import os
@@ -167,6 +168,8 @@ def one_node_changed(names: list[str], tasks: list[TraceTask], n: int) -> dict[s
     from gpuplace.extender.state import PodGpus
 
     service, _ = build(ServeOptions(fleet=str(NODES_CSV)))
+    gc.collect()
+    gc.freeze()  # as `extender serve` does once synced
     rng = random.Random(3)
     bodies = [
         json.dumps({"Pod": pod_body(rng.choice(tasks), i), "NodeNames": names}).encode() for i in range(n)
@@ -448,7 +451,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         "| mode | requests | p50 | p99 | cold first request |",
         "| --- | --- | --- | --- | --- |",
-        f"| `nodeCacheCapable: true` (NodeNames) | {c['requests']} | {c['p50_ms']:.1f} ms | {c['p99_ms']:.1f} ms (goal < 10 ms) | {c['cold_ms']:.0f} ms |",
+        f"| `nodeCacheCapable: true` (NodeNames) | {c['requests']} | {c['p50_ms']:.1f} ms | {c['p99_ms']:.1f} ms | {c['cold_ms']:.0f} ms |",
         f"| baseline: full Node objects | {f['requests']} | {f['p50_ms']:.1f} ms | {f['p99_ms']:.1f} ms | {f['cold_ms']:.0f} ms |",
         "",
         "Against the bare HTTP round trip, same bodies, interleaved in blocks of 50 (the extender's HTTP server",
@@ -459,6 +462,9 @@ def render(r: dict[str, Any]) -> str:
         f"| bare HTTP round trip | {v['baseline']['requests']} | {v['baseline']['p50_ms']:.2f} ms | {v['baseline']['p99_ms']:.2f} ms |",
         f"| gpuplace extender (NodeNames) | {v['extender']['requests']} | {v['extender']['p50_ms']:.2f} ms | {v['extender']['p99_ms']:.2f} ms (goal < 5 ms) |",
         f"| extender − bare HTTP | | {v['extender']['p50_ms'] - v['baseline']['p50_ms']:.2f} ms | ratio p99 {v['extender']['p99_ms'] / v['baseline']['p99_ms']:.2f}× |",
+        "",
+        "The bare round trip's own p99 is the machine's noise (2 CPUs shared with other work): a p99 goal can",
+        "only be read against it, measured in the same run.",
         "",
         f"In process (no HTTP), when one node changed before every pod, as after each bind: filter + prioritize "
         f"p50 {o['p50_ms']:.2f} ms, p99 {o['p99_ms']:.2f} ms over {o['requests']} pods (one fit computed again "
