@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import http.client
 import json
 import os
@@ -83,9 +84,11 @@ def pod_body(t: TraceTask, i: int) -> dict[str, Any]:
 
 
 # --- 1 and 2: latency and throughput of the HTTP service ----------------------------------------------
-def start_extender(args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+def start_extender(args: list[str], cmd: list[str] | None = None) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    cmd = [sys.executable, "-m", "gpuplace", "extender", "serve", "--port", str(port), *args]
+    cmd = cmd or [sys.executable, "-m", "gpuplace", "extender", "serve", "--port", str(port), *args]
+    if "{port}" in cmd:
+        cmd = [str(port) if c == "{port}" else c for c in cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     end = time.monotonic() + 120
     while time.monotonic() < end:
@@ -106,6 +109,84 @@ def call(conn: http.client.HTTPConnection, verb: str, body: bytes) -> Any:
     if r.status != 200:
         raise RuntimeError(f"{verb}: {r.status} {data[:200]!r}")
     return json.loads(data)
+
+
+def round_trips(port: int, bodies: list[bytes]) -> list[float]:
+    """Seconds per filter + prioritize pair over one keep-alive connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    samples = []
+    for raw in bodies:
+        t0 = time.perf_counter()
+        call(conn, "filter", raw)
+        call(conn, "prioritize", raw)
+        samples.append(time.perf_counter() - t0)
+    conn.close()
+    return samples
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    return {
+        "requests": len(samples),
+        "p50_ms": pct(samples, 50) * 1e3,
+        "p99_ms": pct(samples, 99) * 1e3,
+        "mean_ms": statistics.fmean(samples) * 1e3,
+    }
+
+
+def baseline_vs_extender(
+    names: list[str], tasks: list[TraceTask], n: int, extender_port: int
+) -> dict[str, Any]:
+    """The bare HTTP round trip and the extender, same bodies, interleaved in blocks so that load from
+    other work on the machine falls on both alike."""
+    rng = random.Random(2)
+    bodies = [
+        json.dumps({"Pod": pod_body(rng.choice(tasks), i), "NodeNames": names}).encode() for i in range(n)
+    ]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(names, f)
+    stub = [sys.executable, str(Path(__file__).with_name("http_baseline.py")), "{port}", f.name]
+    proc, port = start_extender([], stub)
+    try:
+        # Every request shape once on both first: a new shape's cold cost is reported apart (above).
+        round_trips(port, bodies)
+        round_trips(extender_port, bodies)
+        base: list[float] = []
+        ext: list[float] = []
+        for start in range(0, n, 50):
+            block = bodies[start : start + 50]
+            base += round_trips(port, block)
+            ext += round_trips(extender_port, block)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        os.unlink(f.name)
+    return {"baseline": summary(base), "extender": summary(ext)}
+
+
+def one_node_changed(names: list[str], tasks: list[TraceTask], n: int) -> dict[str, Any]:
+    """In process, no HTTP: filter + prioritize when one node's pods changed since the last pod (as after
+    each bind), so one fit per request is computed again and the cached answers are void."""
+    from gpuplace.extender.run import ServeOptions, build
+    from gpuplace.extender.state import PodGpus
+
+    service, _ = build(ServeOptions(fleet=str(NODES_CSV)))
+    gc.collect()
+    gc.freeze()  # as `extender serve` does once synced
+    rng = random.Random(3)
+    bodies = [
+        json.dumps({"Pod": pod_body(rng.choice(tasks), i), "NodeNames": names}).encode() for i in range(n)
+    ]
+    for raw in bodies:  # every request shape seen once: the cold cost is measured apart
+        service.respond("filter", raw)
+    samples = []
+    for i, raw in enumerate(bodies):
+        node = names[rng.randrange(len(names))]
+        service.state.put_pod(f"churn/{i}", PodGpus(node, {L.GPU_RESOURCE: 0}))
+        t0 = time.perf_counter()
+        service.respond("filter", raw)
+        service.respond("prioritize", raw)
+        samples.append(time.perf_counter() - t0)
+    return summary(samples)
 
 
 def latency(
@@ -146,6 +227,12 @@ def latency(
                 "mean_ms": statistics.fmean(samples) * 1e3,
             }
             progress.advance(f"{mode}: p50 {out[mode]['p50_ms']:.1f} ms, p99 {out[mode]['p99_ms']:.1f} ms")
+        out["versus_http"] = baseline_vs_extender(names, tasks, n_cache, port)
+        progress.advance(
+            f"bare HTTP p99 {out['versus_http']['baseline']['p99_ms']:.1f} ms, "
+            f"extender p99 {out['versus_http']['extender']['p99_ms']:.1f} ms"
+        )
+        out["one_node_changed"] = one_node_changed(names, tasks, n_cache)
         out["rps"] = throughput(port, names, tasks)
         progress.advance(f"{out['rps']['requests_per_s']:.0f} requests/s")
         return out
@@ -351,6 +438,7 @@ def replay(inv: Inventory, tasks: list[TraceTask], scale: float, progress: Progr
 def render(r: dict[str, Any]) -> str:
     lat = r["latency"]
     c, f = lat["node_cache"], lat["full_nodes"]
+    v, o = lat["versus_http"], lat["one_node_changed"]
     lines = [
         "# Scheduler extender benchmarks",
         "",
@@ -365,16 +453,33 @@ def render(r: dict[str, Any]) -> str:
         "",
         "| mode | requests | p50 | p99 | cold first request |",
         "| --- | --- | --- | --- | --- |",
-        f"| `nodeCacheCapable: true` (NodeNames) | {c['requests']} | {c['p50_ms']:.1f} ms | {c['p99_ms']:.1f} ms (goal < 10 ms) | {c['cold_ms']:.0f} ms |",
+        f"| `nodeCacheCapable: true` (NodeNames) | {c['requests']} | {c['p50_ms']:.1f} ms | {c['p99_ms']:.1f} ms | {c['cold_ms']:.0f} ms |",
         f"| baseline: full Node objects | {f['requests']} | {f['p50_ms']:.1f} ms | {f['p99_ms']:.1f} ms | {f['cold_ms']:.0f} ms |",
+        "",
+        "Against the bare HTTP round trip, same bodies, interleaved in blocks of 50 (the extender's HTTP server",
+        "in front of fixed pre-encoded answers of the real size: `tests/benchmarks/http_baseline.py`):",
+        "",
+        "| | requests | p50 | p99 |",
+        "| --- | --- | --- | --- |",
+        f"| bare HTTP round trip | {v['baseline']['requests']} | {v['baseline']['p50_ms']:.2f} ms | {v['baseline']['p99_ms']:.2f} ms |",
+        f"| gpuplace extender (NodeNames) | {v['extender']['requests']} | {v['extender']['p50_ms']:.2f} ms | {v['extender']['p99_ms']:.2f} ms (goal < 5 ms) |",
+        f"| extender − bare HTTP | | {v['extender']['p50_ms'] - v['baseline']['p50_ms']:.2f} ms | ratio p99 {v['extender']['p99_ms'] / v['baseline']['p99_ms']:.2f}× |",
+        "",
+        "The bare round trip's own p99 is the machine's noise (2 CPUs shared with other work): a p99 goal can",
+        "only be read against it, measured in the same run.",
+        "",
+        f"In process (no HTTP), when one node changed before every pod, as after each bind: filter + prioritize "
+        f"p50 {o['p50_ms']:.2f} ms, p99 {o['p99_ms']:.2f} ms over {o['requests']} pods (one fit computed again "
+        "per request, cached answers void).",
         "",
         f"Ratio p99 full / node-cache: {f['p99_ms'] / c['p99_ms']:.1f}×. Throughput with node cache: "
         f"**{lat['rps']['requests_per_s']:.0f} requests/s** ({lat['rps']['threads']} client threads in one process, "
         f"{lat['rps']['seconds']:.0f} s, filter and prioritize alternating).",
         "",
-        "A node's fit is memoised per (node version, request shape): after a bind only that node is recomputed,",
-        "so a warm request costs JSON decoding, validation and a dict lookup per node; the cold figure is every",
-        "node computed once.",
+        "Each request shape keeps its fits per node, and a change (a bind, a pod, a node update) drops only",
+        "that node from them; a NodeNames answer is kept encoded until anything changes, so prioritize after",
+        "filter for the same pod (kube-scheduler's cycle) is decoded, validated and looked up, not recomputed.",
+        "The cold figure is every node computed once for a new request shape.",
     ]
     rep = r.get("replay")
     if rep:
@@ -432,7 +537,7 @@ def main() -> int:
             return 2
     inv = read_alibaba_nodes(NODES_CSV)
     tasks = whole_gpu_tasks()
-    progress = Progress(3 + (0 if args.skip_replay else 4), "bench_extender", min_interval_s=0)
+    progress = Progress(4 + (0 if args.skip_replay else 4), "bench_extender", min_interval_s=0)
     result: dict[str, Any] = {"argv": "".join(f" {a}" for a in sys.argv[1:])}
     result["latency"] = latency(inv, tasks, args.requests, 30, progress)
     if not args.skip_replay:

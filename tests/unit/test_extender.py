@@ -270,6 +270,29 @@ def test_fits_are_memoised_until_the_node_changes() -> None:
     assert first.fits and not after.fits
 
 
+def test_a_change_recomputes_that_node_only_and_invalidates_cached_answers() -> None:
+    st = state_of(hgx("a"), hgx("b"))
+    req = GpuRequest(count=1)
+    a, b = st.fits(["a", "b"], req)
+    service = ExtenderService(st)
+    body = args(pod(1), ["a", "b"])
+    first = service.respond("prioritize", body)[1]
+    assert isinstance(first, bytes) and service.respond("prioritize", body)[1] is first  # no change: reused
+    st.set_pod(bound("x", "a", 7))
+    a2, b2 = st.fits(["a", "b"], req)
+    assert a2 is not a and b2 is b  # only the changed node is computed again
+    again = service.respond("prioritize", body)[1]
+    assert again is not first and json.loads(again) != json.loads(first)
+    # Each pod's decision is kept under its own name, cached answer or not.
+    other = pod(1)
+    other["metadata"]["name"] = "q"
+    service.respond("filter", args(pod(1), ["a", "b"]))
+    service.respond("filter", args(other, ["a", "b"]))
+    decisions = service.stats()["pods"]
+    assert decisions["ns/p"]["passed"] == decisions["ns/q"]["passed"] == 2
+    assert "bound" not in decisions["ns/q"]
+
+
 def test_nodes_without_gpus_or_unknown_fail_with_a_reason() -> None:
     st = ClusterState()
     st.set_node({"metadata": {"name": "cpu"}, "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}}})

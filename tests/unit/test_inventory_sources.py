@@ -11,7 +11,7 @@ from conftest import SHARED_DATA
 from gpuplace.errors import InvalidInput
 from gpuplace.inventory import load_inventory
 from gpuplace.inventory.alibaba import read_alibaba_nodes, read_alibaba_tasks
-from gpuplace.inventory.cluster import inventory_from_objects, quantity
+from gpuplace.inventory.cluster import inventory_from_objects, quantity, running_workload
 from gpuplace.labels import gfd_labels, node_resources, topology_annotations
 from gpuplace.types import Node
 
@@ -159,3 +159,42 @@ def test_quantity_rejects_what_is_not_a_quantity(bad: str) -> None:
 
     with pytest.raises(InvalidInput, match="is not a Kubernetes quantity"):
         quantity(bad, "node/x.capacity.nvidia.com/gpu")
+
+
+def test_running_pods_give_the_fleets_workload_and_the_cpu_they_hold() -> None:
+    fleet = load_inventory("mixed-a100-h100-l4")
+    whole = next(n for n in fleet.nodes if n.gpu_sharing == 1 and not n.mig_slices)
+    shared = fleet.node("l4-shared-0")
+    pods = [
+        gpu_pod(whole.name, "nvidia.com/gpu", 2),
+        gpu_pod(shared.name, "nvidia.com/gpu", 1),
+        gpu_pod(whole.name, "nvidia.com/gpu", 4, phase="Succeeded"),  # finished: not workload
+        {"spec": {"nodeName": whole.name, "containers": [{"resources": {"requests": {"cpu": "1500m"}}}]}},
+        {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},  # not bound yet
+    ]
+    pods[0]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "6"}
+    pods[0]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    objects = [node_object(whole), node_object(shared)]
+    shapes = running_workload(objects, pods)
+    assert sorted(shapes) == sorted(
+        [
+            (2, 1000, 6000, frozenset({"NVIDIA-H100-80GB-HBM3"})),
+            (1, 500, 0, frozenset()),  # one of a 2-way time-sliced GPU is half a GPU
+            (0, 0, 1500, frozenset()),
+        ]
+    )
+    back = inventory_from_objects(objects, pods)
+    assert back.node(whole.name).cpu_allocated == pytest.approx(7.5)
+
+
+def test_plan_workload_prefers_the_given_mix_then_the_trace_then_the_default(tmp_path: Path) -> None:
+    from gpuplace.planner.step import plan_workload
+
+    assert plan_workload("h100-nvlink", "1:1").source == "given"
+    fallback = plan_workload("h100-nvlink")
+    assert fallback.source == "default mix" and "carries no workload" in fallback.detail
+    trace = plan_workload(str(require_trace()))
+    assert trace.source == "trace" and trace.tasks == 8152 and trace.detail == "openb_pod_list_default.csv"
+    (tmp_path / "pods.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1000,1,0,0\n")
+    no_gpu = plan_workload("h100-nvlink", workload=str(tmp_path / "pods.csv"))
+    assert no_gpu.source == "default mix" and "no GPU task" in no_gpu.detail

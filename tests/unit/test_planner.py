@@ -6,6 +6,7 @@ figures): the planner is a pure function of a profile, so a real GPU is not need
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -17,7 +18,7 @@ from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_m
 from gpuplace.errors import InvalidInput
 from gpuplace.inventory import load_inventory, parse_fleet
 from gpuplace.planner import NoFeasiblePlacement, PlanRequest, calibrate, plan_placement, predict
-from gpuplace.planner.fragmentation import FragmentationModel
+from gpuplace.planner.fragmentation import FragmentationModel, TaskClass
 from gpuplace.planner.latency import LINKS, Shape, link_gbps
 from gpuplace.planner.placement import FleetState, best_gpu_set, fit_score
 from gpuplace.planner.search import _enumerate, _evaluate, _place, usable_nodes
@@ -252,11 +253,20 @@ def test_bad_fit_threshold() -> None:
 
 
 def test_fit_score_terms() -> None:
-    assert fit_score(0.5, 0.5, "nvlink", 0.0, 1) == pytest.approx(1.0)
-    assert fit_score(0.5, 0.5, "cross-numa", 0.0, 1) == pytest.approx(1 - 0.25 * 0.5)
-    assert fit_score(1.0, 0.5, "nvlink", 0.0, 1) == pytest.approx(0.6)
-    assert fit_score(0.5, 0.5, "nvlink", 2.0, 1) == pytest.approx(0.85)
+    unchanged = 0.15 * 0.98  # the fragmentation term when the placement leaves fragmentation as it was
+    assert fit_score(0.5, 0.5, "nvlink", 0.0, 1) == pytest.approx(0.85 + unchanged)
+    assert fit_score(0.5, 0.5, "cross-numa", 0.0, 1) == pytest.approx(0.85 + unchanged - 0.25 * 0.5)
+    assert fit_score(1.0, 0.5, "nvlink", 0.0, 1) == pytest.approx(0.45 + unchanged)
+    assert fit_score(0.5, 0.5, "nvlink", 0.5, 1) == pytest.approx(0.85 + 0.15 * 0.5)
+    assert fit_score(0.5, 0.5, "nvlink", 2.0, 1) == pytest.approx(0.85 + 0.15 * 0.02 / math.e)
     assert 0 <= fit_score(math.inf, math.inf, "cross-numa", 9, 1) <= 1
+
+
+def test_fit_score_keeps_the_order_of_fragmentation_changes() -> None:
+    # A clamp at 1 scored every decrease alike; a larger decrease must score higher, a larger increase lower.
+    deltas = [-2.0, -1.0, -0.25, 0.0, 0.25, 1.0, 2.0]
+    scores = [fit_score(0.5, 0.5, "nvlink", d, 2) for d in deltas]
+    assert all(a > b for a, b in itertools.pairwise(scores))
 
 
 def test_high_threshold_rejects_cross_numa_placements() -> None:
@@ -424,6 +434,50 @@ def test_fleet_file_with_time_slicing_offers_shared_shape() -> None:
         PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", Slo(tpot_p99_s=0.5, ttft_p99_s=20.0, rate_rps=0.1))
     )
     assert plan.chosen.kind == "shared" and plan.chosen.share == 0.25
+
+
+def _h100_node(name: str, free: int, *, cpu_cores: int = 64, cpu_allocated: float = 0.0) -> Node:
+    gpus = tuple(
+        GpuDevice(f"{name}/gpu{i}", i, "H100-SXM5-80GB", memory_gib=80.0, allocated=0.0 if i < free else 1.0)
+        for i in range(8)
+    )
+    return Node(name, gpus, cpu_cores=cpu_cores, cpu_allocated=cpu_allocated)
+
+
+def test_fragmentation_moves_the_replica_and_the_plan_says_where_and_why() -> None:
+    # "a-empty" comes first by name, so without the fragmentation criterion the replica lands there and
+    # takes one GPU of the only node an 8-GPU task could use; FGD puts it on the busy node instead.
+    inv = Inventory((_h100_node("a-empty", 8), _h100_node("b-busy", 2)), source="t")
+    mix = (TaskClass(8, 1000, weight=0.5), TaskClass(1, 1000, weight=0.5))
+    request = PlanRequest("llama-3.1-8b", SLO, kinds=("whole",), task_mix=mix, task_mix_source="given")
+    plan = plan_placement(PROFILE, inv, CATALOG, request)
+    effect = plan.fragmentation_workload["effect"]
+    assert [p.node for p in plan.placements] == ["b-busy"]
+    assert [r["node"] for r in effect["with_fragmentation"]] == ["b-busy"]
+    assert [r["node"] for r in effect["without_fragmentation"]] == ["a-empty"]
+    # Left usable for the workload: the 8-GPU node stays whole only with FGD.
+    assert effect["usable_gpus_after_with"] > effect["usable_gpus_after_without"] + 3
+    assert plan.fragmentation_workload["source"] == "given"
+    assert [c["num_gpu"] for c in plan.fragmentation_workload["classes"]] == [8, 1]
+    assert (
+        PlacementPlan.from_json_dict(plan.to_json_dict()).fragmentation_workload
+        == plan.fragmentation_workload
+    )
+
+
+def test_fragmentation_counts_cpu_gpu_type_and_gpus_missing_from_the_catalog() -> None:
+    task = (TaskClass(1, 1000, cpu_milli=8000, weight=1.0),)
+    frag = FragmentationModel(task)
+    starved = _h100_node("starved", 2, cpu_cores=16, cpu_allocated=12.0)  # 4 cores left < 8 asked
+    fed = _h100_node("fed", 2, cpu_cores=16)
+    assert FleetState.of((starved,), frag).fleet_fragmentation() == pytest.approx(2.0)
+    assert FleetState.of((fed,), frag).fleet_fragmentation() == pytest.approx(0.0)
+    typed = FragmentationModel((TaskClass(1, 1000, gpu_types=frozenset({"T4"}), weight=1.0),))
+    assert FleetState.of((fed,), typed).fleet_fragmentation() == pytest.approx(2.0)
+    # A GPU the catalog does not know (the trace's G2) is capacity: its free share is counted.
+    unknown = Node("g2", tuple(GpuDevice(f"g2/gpu{i}", i, "", product="G2") for i in range(8)))
+    state = FleetState.of((unknown,), FragmentationModel((TaskClass(1, 1000, weight=1.0),)))
+    assert state.usable_gpus() == pytest.approx(8.0)
 
 
 def test_planner_and_manifests_import_nothing_heavy() -> None:

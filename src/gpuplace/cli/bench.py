@@ -31,32 +31,56 @@ class BenchCommand(Command):
             required=True,
             help="pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec)",
         )
-        f.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (the paper uses 10)")
         f.add_argument(
-            "--policies", default="gpuplace,fgd,bestfit,packing,dotprod,random", help="policies to replay"
+            "--protocol",
+            choices=("paper", "reshuffle"),
+            default="paper",
+            help="paper: the FGD paper's simulator protocol (seeds 42.., 1.3x tuned workload, its scores); "
+            "reshuffle: the trace replayed again when exhausted, exact float scores (docs/placement.md)",
+        )
+        f.add_argument("--seeds", type=int, default=1, help="how many seeds (the paper uses 10)")
+        f.add_argument(
+            "--policies",
+            default="",
+            help="policies to replay, comma-separated (default: all of the protocol's)",
         )
         f.add_argument(
-            "--until", type=float, default=1.3, help="stop when arrived GPU demand reaches this × capacity"
+            "--until",
+            type=float,
+            default=1.3,
+            help="reshuffle: stop when arrived GPU demand reaches this x capacity",
         )
+        f.add_argument("--workers", type=int, default=0, help="paper: worker processes (default: the CPUs)")
         f.add_argument("--out", required=True, help="JSON file to write")
         f.add_argument("--quiet", action="store_true", help="no progress lines")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.planner.fragbench import run_fragmentation_bench
+        from gpuplace.planner.fragbench import run_fragmentation_bench, run_paper_bench
 
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-        result = run_fragmentation_bench(
-            Path(args.nodes),
-            Path(args.pods),
-            policies,
-            args.seeds,
-            until=args.until,
-            show_progress=not args.quiet,
-        )
+        nodes, pods = Path(args.nodes), Path(args.pods)
+        if args.protocol == "paper":
+            from gpuplace.planner.paperreplay import PAPER_POLICIES
+
+            result = run_paper_bench(
+                nodes, {pods.stem: pods}, policies or list(PAPER_POLICIES), args.seeds,
+                workers=args.workers, show_progress=not args.quiet,
+            )[pods.stem]  # fmt: skip
+        else:
+            from gpuplace.planner.replay import POLICIES
+
+            result = run_fragmentation_bench(
+                nodes,
+                pods,
+                policies or list(POLICIES),
+                args.seeds,
+                until=args.until,
+                show_progress=not args.quiet,
+            )
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
         base = result.get("fgd", {}).get("unallocated_share")
         for policy, r in result.items():
             ratio = f"  ({r['unallocated_share'] / base:.2f}× FGD)" if base else ""
-            print(f"{policy:9} unallocated at 100% demand: {r['unallocated_share'] * 100:6.2f}%{ratio}")
+            print(f"{policy:10} unallocated at 100% demand: {r['unallocated_share'] * 100:6.2f}%{ratio}")
         print(f"wrote {args.out}")
         return 0

@@ -72,7 +72,10 @@ class PlanCommand(Command):
         choice.add_argument(
             "--task-mix",
             default="",
-            help="fragmentation task mix GPUS:WEIGHT,... (default: docs/placement.md's default)",
+            help="fragmentation task mix GPUS:WEIGHT,... (default: the fleet's own workload)",
+        )
+        choice.add_argument(
+            "--workload", default="", help="a pod-list CSV (Alibaba format) to measure fragmentation against"
         )
         choice.add_argument(
             "--breach-penalty-usd", type=float, default=0.0, help="cost of one SLA breach, USD"
@@ -94,6 +97,7 @@ class PlanCommand(Command):
         from gpuplace.manifests import ServingOptions
         from gpuplace.planner import PlanRequest
         from gpuplace.planner.step import run_plan_step
+        from gpuplace.planner.tables import fragmentation_effect_text
 
         params = vars(args)
         catalog = load_gpu_catalog(args.gpu_catalog)
@@ -104,6 +108,7 @@ class PlanCommand(Command):
             out=Path(args.out),
             catalog=catalog,
             options=ServingOptions.from_params(params),
+            workload=args.workload,
         )
         plan = result.plan
         for note in plan.notes:
@@ -122,6 +127,7 @@ class PlanCommand(Command):
                 f"  replica {p.replica}: {p.node} {','.join(p.gpu_ids)} "
                 f"({p.interconnect}, fit {p.fit_score:.2f})"
             )
+        print(fragmentation_effect_text(plan))
         out = result.plan_dir.path
         print(f"wrote {out}/plan.json, manifests/, alternatives/, kfp/, candidates.md (plan {plan.plan_id})")
         return 0

@@ -21,9 +21,9 @@ from typing import Any
 from gpuplace import labels as L
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory.cluster import quantity
-from gpuplace.planner.fragmentation import MILLI, FragmentationModel
+from gpuplace.planner.fragmentation import MILLI, FragmentationModel, gpuplace_key
 from gpuplace.planner.latency import TIERS
-from gpuplace.planner.placement import EPS, best_gpu_set, fit_score, tier_of
+from gpuplace.planner.placement import EPS, best_gpu_set, cpu_free_milli, fit_score, gpu_type_of, tier_of
 from gpuplace.types import GpuDevice, Node
 from gpuplace.types.extender import TOPOLOGY_REQUIREMENTS, GpuRequest, NodeFit
 
@@ -207,7 +207,9 @@ def _scored(
 ) -> NodeFit:
     delta = 0.0
     if interconnect != "mig":  # a MIG slice is a fixed partition: taking it changes no GPU's free share
-        delta = (frag.node(_free_milli(node, change)) - frag.node(_free_milli(node, {}))) / MILLI
+        cpu, gpu_type = cpu_free_milli(node), gpu_type_of(node)
+        after = frag.node(_free_milli(node, change), cpu, gpu_type)
+        delta = (after - frag.node(_free_milli(node, {}), cpu, gpu_type)) / MILLI
     left = sum(_free_milli(node, change)) / MILLI
     return NodeFit(
         node=node.name,
@@ -219,21 +221,28 @@ def _scored(
     )
 
 
-def rank_key(fit: NodeFit) -> tuple[float, float, float]:
-    """Better first: higher GPU-fit score, smaller fragmentation increase, fewer GPUs left (packing)."""
-    return (-round(fit.fit_score, 6), round(fit.frag_delta_gpus, 6), round(fit.gpus_left, 6))
+def rank_key(fit: NodeFit) -> tuple[float, ...]:
+    """Better first: higher GPU-fit score, the planner's fragmentation order
+    (:func:`~gpuplace.planner.fragmentation.gpuplace_key`), fewer GPUs left (packing)."""
+    frag = gpuplace_key(fit.frag_delta_gpus * MILLI, cpu_only=False, spare_cpu=0.0)
+    return (-round(fit.fit_score, 6), *frag, round(fit.gpus_left, 6))
 
 
-def scores(fits: Iterable[NodeFit]) -> dict[str, int]:
+def scores(fits: Iterable[NodeFit], keys: Sequence[tuple[float, ...] | None] | None = None) -> dict[str, int]:
     """Priorities 0–10 by dense rank: the best fits get 10, each worse distinct fit one less, misfits 0.
 
     Ranks rather than a linear scale so the best node always beats the runner-up by a whole step, however
     close their fragmentation figures are; kube-scheduler multiplies the step by the extender's weight.
+    ``keys``: the fits' :func:`rank_key` when already known (the extender's state keeps them).
     """
     fits = list(fits)
-    keys = {f.node: rank_key(f) for f in fits if f.fits}
-    rank = {k: i for i, k in enumerate(sorted(set(keys.values())))}
-    return {f.node: max(0, MAX_PRIORITY - rank[keys[f.node]]) if f.fits else 0 for f in fits}
+    if keys is None:
+        keys = [rank_key(f) if f.fits else None for f in fits]
+    rank = {k: i for i, k in enumerate(sorted({k for k in keys if k is not None}))}
+    return {
+        f.node: (max(0, MAX_PRIORITY - rank[k]) if k is not None else 0)
+        for f, k in zip(fits, keys, strict=True)
+    }
 
 
 def assignment_annotation(node: str, devices: Sequence[str]) -> str:

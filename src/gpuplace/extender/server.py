@@ -83,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
     def _send(self, status: int, payload: Any, *, close: bool = False) -> None:
-        body = json.dumps(payload, separators=(",", ":")).encode()
+        body = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -141,7 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client hung up mid-body: nobody to answer
             return
         try:
-            status, payload = self.server.service.handle(verb, body)
+            status, payload = self.server.service.respond(verb, body)
         except Exception as e:  # a bug, not an input: answer and keep serving
             log.exception("%s failed", verb)
             status, payload = 500, {"Error": f"gpuplace {verb}: internal error: {e}"}

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 VERBS: tuple[str, ...] = ("filter", "prioritize", "bind")
 DEFAULT_MAX_NODES = 5000  # the largest cluster Kubernetes supports
 HISTORY = 1000  # pods whose decisions /stats keeps
+ANSWERS = 64  # (verb, request shape, node list) answers kept while the cluster does not change
 BIND_TIMEOUT_S = 10.0
 
 
@@ -68,6 +69,11 @@ class ExtenderService:
         self._lock = threading.Lock()
         self._decisions: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._requests: OrderedDict[str, GpuRequest] = OrderedDict()
+        # Encoded answers by (verb, request shape, node names): kube-scheduler sends filter and then
+        # prioritize for one pod with the same nodes, and nothing in them depends on the pod's name.
+        self._answers: OrderedDict[tuple[str, GpuRequest, tuple[str, ...]], tuple[int, bytes, Any]] = (
+            OrderedDict()
+        )
 
     # --- bookkeeping ------------------------------------------------------------------------------
     def _remember(self, key: str, **fields: Any) -> None:
@@ -97,16 +103,48 @@ class ExtenderService:
 
     # --- entry point --------------------------------------------------------------------------------
     def handle(self, verb: str, body: bytes) -> tuple[int, Any]:
-        """Answer one POST; never raises for any body."""
+        """Answer one POST as a JSON-able value; never raises for any body."""
+        status, answer = self.respond(verb, body)
+        return status, json.loads(answer) if isinstance(answer, bytes) else answer
+
+    def respond(self, verb: str, body: bytes) -> tuple[int, Any]:
+        """Answer one POST: a JSON-able value, or the answer already encoded (bytes); never raises."""
         self.calls[verb] += 1
         try:
             if verb == "bind":
                 return 200, self.bind(body)
             args, raw = self._args(body)
+            if args.NodeNames is not None:
+                return 200, self._cached(verb, args, raw)
             return 200, (self.filter(args, raw) if verb == "filter" else self.prioritize(args, raw))
         except BadRequest as e:
             self.errors[verb] += 1
             return 400, {"Error": f"gpuplace {verb}: {e}"}
+
+    def _cached(self, verb: str, args: ExtenderArgs, raw: Mapping[str, Any]) -> bytes:
+        """A NodeNames answer, encoded, reused while no node or pod changed since it was computed."""
+        key = f"{args.Pod.metadata.namespace or 'default'}/{args.Pod.metadata.name}"
+        try:
+            req = pod_request(pod_dict(args.Pod))
+        except InvalidInput:
+            return json.dumps(
+                self.filter(args, raw) if verb == "filter" else self.prioritize(args, raw)
+            ).encode()
+        names = tuple(args.NodeNames or ())
+        now = self.state.changes
+        with self._lock:
+            hit = self._answers.get((verb, req, names))
+        if hit is not None and hit[0] == now:
+            self._remember_request(key, req)
+            self._remember(key, **hit[2])
+            return hit[1]
+        answer, decision = self._filter(args, raw) if verb == "filter" else self._prioritize(args, raw)
+        encoded = json.dumps(answer, separators=(",", ":")).encode()
+        with self._lock:
+            self._answers[(verb, req, names)] = (now, encoded, decision)
+            while len(self._answers) > ANSWERS:
+                self._answers.popitem(last=False)
+        return encoded
 
     def _args(self, body: bytes) -> tuple[ExtenderArgs, Mapping[str, Any]]:
         raw = _json(body)
@@ -135,30 +173,39 @@ class ExtenderService:
             self.state.ensure_node(obj)
         return [str(o["metadata"]["name"]) for o in objs]
 
-    def _fits(self, args: ExtenderArgs, names: Sequence[str]) -> tuple[str, list[NodeFit]]:
+    def _fits(
+        self, args: ExtenderArgs, names: Sequence[str]
+    ) -> tuple[str, list[NodeFit], list[tuple[float, ...] | None] | None]:
         pod = pod_dict(args.Pod)
         key = f"{args.Pod.metadata.namespace or 'default'}/{args.Pod.metadata.name}"
         try:
             req = pod_request(pod)
         except InvalidInput as e:
             reason = f"gpuplace: pod {key}: {e}"
-            return key, [NodeFit(n, reason=reason, unresolvable=True) for n in names]
+            return key, [NodeFit(n, reason=reason, unresolvable=True) for n in names], None
         self._remember_request(key, req)
-        return key, self.state.fits(names, req)
+        fits, keys = self.state.fits_and_keys(names, req)
+        return key, fits, keys
 
     # --- verbs ----------------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return self._filter(args, raw)[0]
+
+    def prioritize(self, args: ExtenderArgs, raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return self._prioritize(args, raw)[0]
+
+    def _filter(self, args: ExtenderArgs, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         names = self._candidates(args, raw)
-        key, fits = self._fits(args, names)
+        key, fits, _ = self._fits(args, names)
         passing = [f.node for f in fits if f.fits]
         failed = {f.node: f.reason for f in fits if not f.fits and not f.unresolvable}
         unresolvable = {f.node: f.reason for f in fits if not f.fits and f.unresolvable}
-        self._remember(
-            key,
-            filtered=len(names),
-            passed=len(passing),
-            reasons=sorted(set(failed.values()) | set(unresolvable.values()))[:5],
-        )
+        decision = {
+            "filtered": len(names),
+            "passed": len(passing),
+            "reasons": sorted(set(failed.values()) | set(unresolvable.values()))[:5],
+        }
+        self._remember(key, **decision)
         result: dict[str, Any] = {
             "Nodes": None,
             "NodeNames": None,
@@ -172,17 +219,18 @@ class ExtenderService:
             keep = set(passing)
             items = [o for o in raw["Nodes"]["items"] if o["metadata"]["name"] in keep]
             result["Nodes"] = {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items}
-        return result
+        return result, decision
 
-    def prioritize(self, args: ExtenderArgs, raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _prioritize(
+        self, args: ExtenderArgs, raw: Mapping[str, Any]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         names = self._candidates(args, raw)
-        key, fits = self._fits(args, names)
-        priority = scores(fits)
+        key, fits, keys = self._fits(args, names)
+        priority = scores(fits, keys)
         top = max(priority.values(), default=0)
-        self._remember(
-            key, scores=priority, best=sorted(n for n, s in priority.items() if s == top and s > 0)
-        )
-        return [{"Host": n, "Score": priority[n]} for n in names]
+        decision = {"scores": priority, "best": sorted(n for n, s in priority.items() if s == top and s > 0)}
+        self._remember(key, **decision)
+        return [{"Host": n, "Score": priority[n]} for n in names], decision
 
     def bind(self, body: bytes) -> dict[str, str]:
         raw = _json(body)

@@ -5,8 +5,10 @@ resources, the ``gpuplace.io/gpu-topology`` annotation). A node's GPUs are taken
 it: the devices named in a pod's ``gpuplace.io/gpu-assignment`` annotation when it has one for that
 node (the extender wrote it at bind time), otherwise — a pod bound while the extender was down or by
 another binder — the lowest free indices, as the inventory reader counts them. Each change bumps the
-node's version; fits are memoised per (node, version, request), so a scheduling cycle over a fleet in
-which one node changed computes one fit. Thread-safe: the HTTP handlers and the watch threads share it.
+node's version and is logged; each request shape keeps a view of its fits (and their ranking keys) per
+node, and a scheduling cycle first drops from the view the nodes changed since it last looked — so a
+cycle over a fleet in which one node changed computes one fit and otherwise reads one dict entry per
+node. Thread-safe: the HTTP handlers and the watch threads share it.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from typing import Any
 from gpuplace import labels as L
 from gpuplace.catalog import GpuCatalog, load_gpu_catalog
 from gpuplace.errors import InvalidInput
-from gpuplace.extender.fit import node_fit, read_assignment
+from gpuplace.extender.fit import node_fit, rank_key, read_assignment
 from gpuplace.inventory.cluster import inventory_from_objects, pod_gpu_requests, quantity
 from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FragmentationModel, TaskClass
 from gpuplace.types import GpuDevice, Node
 from gpuplace.types.extender import GpuRequest, NodeFit
 
-FIT_CACHE_SIZE = 200_000
+VIEWS = 256  # request shapes whose fits are kept
+CHANGE_LOG = 100_000  # node changes remembered; a view older than that starts again
 # More GPU devices than any node has (time-slicing included): a Node object claiming more is refused
 # before the inventory reader would build one device per unit.
 MAX_DEVICES_PER_NODE = 4096
@@ -103,6 +106,15 @@ def _too_many_devices(obj: Mapping[str, Any]) -> str:
     return ""
 
 
+@dataclass
+class _View:
+    """One request shape's fits and ranking keys per node, valid as of change ``seen``."""
+
+    seen: int
+    fits: dict[str, NodeFit]
+    keys: dict[str, tuple[float, ...]]
+
+
 class ClusterState:
     """Nodes and bound GPU pods, updated by watches (or by the caller) and read by the HTTP handlers."""
 
@@ -119,12 +131,24 @@ class ClusterState:
         self._pods_on: dict[str, set[str]] = {}
         self._version: dict[str, int] = {}
         self._states: dict[str, Node | str] = {}
-        self._fits: OrderedDict[tuple[str, int, GpuRequest], NodeFit] = OrderedDict()
+        self._views: OrderedDict[GpuRequest, _View] = OrderedDict()
+        self._changes: list[str] = []  # node names in the order they changed
+        self._changes_base = 0  # change number of _changes[0]
+        # The last node list's fits: prioritize follows filter for the same pod and nodes.
+        self._last: (
+            tuple[GpuRequest, tuple[str, ...], int, list[NodeFit], list[tuple[float, ...] | None]] | None
+        )
+        self._last = None
 
     # --- updates ----------------------------------------------------------------------------------
     def _touch(self, name: str) -> None:
         self._version[name] = self._version.get(name, 0) + 1
         self._states.pop(name, None)
+        self._changes.append(name)
+        if len(self._changes) > CHANGE_LOG:
+            drop = len(self._changes) // 2
+            del self._changes[:drop]
+            self._changes_base += drop
 
     def set_node(self, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
@@ -233,27 +257,64 @@ class ClusterState:
                 self._states[name] = state
             return state
 
+    @property
+    def changes(self) -> int:
+        """How many times a node or its pods changed: answers computed at the same count still hold."""
+        return self._changes_base + len(self._changes)
+
+    def _view(self, req: GpuRequest) -> _View:
+        """The request shape's view, with the nodes changed since it was last read dropped from it."""
+        now = self._changes_base + len(self._changes)
+        view = self._views.get(req)
+        if view is None or view.seen < self._changes_base:
+            view = _View(now, {}, {})
+        elif view.seen < now:
+            for name in self._changes[view.seen - self._changes_base :]:
+                view.fits.pop(name, None)
+                view.keys.pop(name, None)
+            view.seen = now
+        self._views[req] = view
+        self._views.move_to_end(req)
+        if len(self._views) > VIEWS:
+            self._views.popitem(last=False)
+        return view
+
+    def _compute(self, name: str, req: GpuRequest) -> NodeFit:
+        state = self.state(name)
+        if isinstance(state, str):
+            return NodeFit(name, reason=state, unresolvable=name in self._node_objs)
+        return node_fit(state, req, self.frag)
+
     def fit(self, name: str, req: GpuRequest) -> NodeFit:
-        with self.lock:
-            key = (name, self._version.get(name, 0), req)
-            hit = self._fits.get(key)
-            if hit is not None:
-                return hit
-            state = self.state(name)
-            if isinstance(state, str):
-                unknown = name not in self._node_objs
-                result = NodeFit(name, reason=state, unresolvable=not unknown)
-            else:
-                result = node_fit(state, req, self.frag)
-            self._fits[key] = result
-            if len(self._fits) > FIT_CACHE_SIZE:
-                self._fits.popitem(last=False)
-            return result
+        return self.fits_and_keys((name,), req)[0][0]
 
     def fits(self, names: Iterable[str], req: GpuRequest) -> list[NodeFit]:
         """:meth:`fit` of each node, under one acquisition of the lock."""
+        return self.fits_and_keys(names, req)[0]
+
+    def fits_and_keys(
+        self, names: Iterable[str], req: GpuRequest
+    ) -> tuple[list[NodeFit], list[tuple[float, ...] | None]]:
+        """Each node's fit and its ranking key (:func:`~gpuplace.extender.fit.rank_key`; None: no fit)."""
+        names = tuple(names)
         with self.lock:
-            return [self.fit(n, req) for n in names]
+            last = self._last
+            if last is not None and last[0] == req and last[2] == self.changes and last[1] == names:
+                return last[3], last[4]
+            view = self._view(req)
+            fits, keys = view.fits, view.keys
+            out_fits: list[NodeFit] = []
+            out_keys: list[tuple[float, ...] | None] = []
+            for name in names:
+                fit = fits.get(name)
+                if fit is None:
+                    fit = fits[name] = self._compute(name, req)
+                    if fit.fits:
+                        keys[name] = rank_key(fit)
+                out_fits.append(fit)
+                out_keys.append(keys.get(name))
+            self._last = (req, names, self.changes, out_fits, out_keys)
+            return out_fits, out_keys
 
     def devices(self, name: str) -> dict[str, GpuDevice]:
         state = self.state(name)

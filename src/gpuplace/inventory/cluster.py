@@ -93,7 +93,13 @@ def _mig_gpu_of(slices: Sequence[str], spec: GpuSpec | None, first_index: int) -
     return out
 
 
-def _node(obj: Mapping[str, Any], catalog: GpuCatalog, requested: Counter[str], warnings: list[str]) -> Node:
+def _node(
+    obj: Mapping[str, Any],
+    catalog: GpuCatalog,
+    requested: Counter[str],
+    warnings: list[str],
+    cpu_requested: float = 0.0,
+) -> Node:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))
     labels: dict[str, str] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -201,6 +207,7 @@ def _node(obj: Mapping[str, Any], catalog: GpuCatalog, requested: Counter[str], 
         rack=_first_label(labels, RACK_LABELS),
         cpu_cores=int(quantity(alloc.get("cpu", 0), f"node/{name}.allocatable.cpu")),
         memory_gib=quantity(alloc.get("memory", 0), f"node/{name}.allocatable.memory") / 2**30,
+        cpu_allocated=cpu_requested,
         numa_nodes=numa_nodes,
         mig_strategy=strategy,
         gpu_sharing=sharing,
@@ -220,6 +227,69 @@ def pod_gpu_requests(pod: Mapping[str, Any]) -> Counter[str]:
     return total
 
 
+def pod_cpu_request(pod: Mapping[str, Any]) -> float:
+    """CPU cores a pod requests: its containers' sum, or its largest init container if that is more."""
+    spec = pod.get("spec") or {}
+
+    def cores(c: Mapping[str, Any]) -> float:
+        return quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", 0), "pod.cpu")
+
+    main = sum(cores(c) for c in spec.get("containers") or ())
+    return max([main, *(cores(c) for c in spec.get("initContainers") or ())])
+
+
+def _accepted_products(pod: Mapping[str, Any]) -> frozenset[str]:
+    """GPU products a pod is constrained to (nodeSelector or required node affinity on the product label)."""
+    spec = pod.get("spec") or {}
+    selected = (spec.get("nodeSelector") or {}).get(L.PRODUCT)
+    if selected:
+        return frozenset({str(selected)})
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    products: set[str] = set()
+    for term in required.get("nodeSelectorTerms") or ():
+        for expr in term.get("matchExpressions") or ():
+            if expr.get("key") == L.PRODUCT and expr.get("operator") == "In":
+                products.update(str(v) for v in expr.get("values") or ())
+    return frozenset(products)
+
+
+def running_workload(
+    nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
+) -> list[tuple[int, int, int, frozenset[str]]]:
+    """Task shapes ``(num_gpu, gpu_milli, cpu_milli, gpu_types)`` of the pods bound and not finished.
+
+    A pod holding ``n`` of a time-sliced node's GPUs (``nvidia.com/gpu.replicas`` = r) is one task of
+    a 1/r share when n is 1, else of n whole GPUs; MIG slices are fixed partitions fragmentation does
+    not count, so a pod asking only MIG devices is left out. CPU-only pods count (FGD's target
+    workload includes them).
+    """
+    sharing = {
+        str((n.get("metadata") or {}).get("name")): max(
+            1, int(((n.get("metadata") or {}).get("labels") or {}).get(L.REPLICAS) or 1)
+        )
+        for n in nodes
+    }
+    shapes = []
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name or (pod.get("status") or {}).get("phase", "") in ("Succeeded", "Failed"):
+            continue
+        gpus = pod_gpu_requests(pod)
+        whole = gpus.get(L.GPU_RESOURCE, 0)
+        if not whole and any(gpus.values()):
+            continue
+        cpu_milli = round(pod_cpu_request(pod) * 1000)
+        share = sharing.get(str(node_name), 1)
+        if whole == 1 and share > 1:
+            shape = (1, 1000 // share, cpu_milli)
+        else:
+            shape = (whole, 1000 if whole else 0, cpu_milli)
+        shapes.append((*shape, _accepted_products(pod) if whole else frozenset()))
+    return shapes
+
+
 def inventory_from_objects(
     nodes: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]] = (),
@@ -230,16 +300,18 @@ def inventory_from_objects(
     """An inventory from Node and Pod objects as the API returns them (dicts); pure."""
     catalog = catalog or load_gpu_catalog()
     requested: dict[str, Counter[str]] = {}
+    cpu: dict[str, float] = {}
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase", "")
         if node_name and phase not in ("Succeeded", "Failed"):
             requested.setdefault(node_name, Counter()).update(pod_gpu_requests(pod))
+            cpu[node_name] = cpu.get(node_name, 0.0) + pod_cpu_request(pod)
     warnings: list[str] = []
-    parsed = [
-        _node(obj, catalog, requested.get(str((obj.get("metadata") or {}).get("name")), Counter()), warnings)
-        for obj in sorted(nodes, key=lambda o: str((o.get("metadata") or {}).get("name", "")))
-    ]
+    parsed = []
+    for obj in sorted(nodes, key=lambda o: str((o.get("metadata") or {}).get("name", ""))):
+        name = str((obj.get("metadata") or {}).get("name"))
+        parsed.append(_node(obj, catalog, requested.get(name, Counter()), warnings, cpu.get(name, 0.0)))
     names = Counter(n.name for n in parsed)
     twice = sorted(n for n, c in names.items() if c > 1)
     if twice:
@@ -249,10 +321,8 @@ def inventory_from_objects(
     return inventory
 
 
-def inventory_from_cluster(
-    *, client: Any = None, catalog: GpuCatalog | None = None, label_selector: str = ""
-) -> Inventory:
-    """List Node objects (optionally by label selector) and non-terminated pods, and read them."""
+def _list_objects(client: Any, label_selector: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Node objects (optionally by label selector) and the non-terminated pods of all namespaces."""
     from gpuplace.k8s.api import Api
     from gpuplace.k8s.client import connect
 
@@ -264,4 +334,20 @@ def inventory_from_cluster(
         action="list pods in all namespaces",
         query={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
     )
-    return inventory_from_objects(nodes, doc.get("items") or [], catalog=catalog)
+    pods: list[dict[str, Any]] = doc.get("items") or []
+    return nodes, pods
+
+
+def workload_from_cluster(
+    *, client: Any = None, label_selector: str = ""
+) -> list[tuple[int, int, int, frozenset[str]]]:
+    """:func:`running_workload` of the live cluster."""
+    return running_workload(*_list_objects(client, label_selector))
+
+
+def inventory_from_cluster(
+    *, client: Any = None, catalog: GpuCatalog | None = None, label_selector: str = ""
+) -> Inventory:
+    """List Node objects (optionally by label selector) and non-terminated pods, and read them."""
+    nodes, pods = _list_objects(client, label_selector)
+    return inventory_from_objects(nodes, pods, catalog=catalog)

@@ -13,6 +13,7 @@ GPU) as in the trace; the planner reports GPUs. Pure functions, memoised per nod
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,46 @@ DEFAULT_LLM_MIX: tuple[TaskClass, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class FleetWorkload:
+    """The task mix fragmentation is measured against, and where it came from.
+
+    ``source`` is ``"cluster pods"`` (the GPU pods running in the live cluster), ``"trace"`` (the pod
+    list of a trace inventory), ``"given"`` (``--task-mix``) or ``"default mix"`` (:data:`DEFAULT_LLM_MIX`,
+    the fallback when the fleet shows no GPU workload); ``tasks`` counts the pods the mix was built from.
+    """
+
+    source: str
+    mix: tuple[TaskClass, ...]
+    tasks: int = 0
+    detail: str = ""
+
+
+def mix_to_json(mix: Iterable[TaskClass]) -> list[dict[str, object]]:
+    """Task classes as plan.json lists them."""
+    return [
+        {
+            "num_gpu": t.num_gpu,
+            "gpu_milli": t.gpu_milli,
+            "cpu_milli": t.cpu_milli,
+            "gpu_types": sorted(t.gpu_types),
+            "weight": round(t.weight, 6),
+        }
+        for t in mix
+    ]
+
+
+def fleet_workload(
+    tasks: Iterable[tuple[int, int, int, frozenset[str]]], source: str, *, detail: str = ""
+) -> FleetWorkload:
+    """The typical mix of the given task shapes, or the default mix (saying why) when none asks a GPU."""
+    shapes = list(tasks)
+    if not any(num_gpu for num_gpu, *_ in shapes):
+        why = f"{source}: no GPU task" + (f" ({detail})" if detail else "")
+        return FleetWorkload("default mix", DEFAULT_LLM_MIX, 0, why)
+    return FleetWorkload(source, typical_mix(shapes), len(shapes), detail)
+
+
 def parse_mix(text: str) -> tuple[TaskClass, ...]:
     """``"1:0.4,2:0.2,0.5:0.15"``: GPUs per task (a fraction for a shared GPU) and weight."""
     from gpuplace.errors import InvalidInput
@@ -119,10 +160,15 @@ class FragmentationModel:
     mix: tuple[TaskClass, ...]
     _cpu_levels: list[int] = field(init=False)
     _cache: dict[tuple[str, int, tuple[int, ...]], float] = field(init=False, default_factory=dict)
+    cpu_per_gpu_milli: float = field(init=False)  # milli-CPU the mix's GPU tasks ask per milli-GPU
 
     def __post_init__(self) -> None:
         # Only which CPU thresholds a node clears matters, so nodes are memoised by that level.
         self._cpu_levels = sorted({t.cpu_milli for t in self.mix})
+        gpu_tasks = [t for t in self.mix if t.num_gpu]
+        self.cpu_per_gpu_milli = sum(t.weight * t.cpu_milli for t in gpu_tasks) / max(
+            sum(t.weight * t.num_gpu * t.gpu_milli for t in gpu_tasks), 1e-9
+        )
 
     def node(self, free: Sequence[int], cpu_left: int = NO_CPU_LIMIT, gpu_type: str = "") -> float:
         key = (gpu_type, bisect.bisect_right(self._cpu_levels, cpu_left), tuple(sorted(free)))
@@ -131,3 +177,28 @@ class FragmentationModel:
             value = sum(t.weight * task_fragment(key[2], cpu_left, gpu_type, t) for t in self.mix)
             self._cache[key] = value
         return value
+
+
+def fgd_score(frag_decrease_milli: float) -> int:
+    """FGD's node score in the paper's simulator: ``int64(100 · sigmoid(ΔF / 1000))``, ΔF = before − after.
+
+    ``pkg/simulator/plugin/fgd_score.go`` (calculateGpuShareFragExtendScore). The integer truncation is
+    part of the policy: placements within a few tens of milli-GPU of each other score alike, and the
+    scheduler's node order then packs them (docs/placement.md).
+    """
+    x = -frag_decrease_milli / MILLI
+    # 1/(1+e^x) computed without overflow for large |x|.
+    s = 1.0 / (1.0 + math.exp(x)) if x < 700 else 0.0
+    return int(s * 100)
+
+
+def gpuplace_key(frag_increase_milli: float, *, cpu_only: bool, spare_cpu: float) -> tuple[float, float]:
+    """gpuplace's preference among placements of one task (smaller is better), with node order last.
+
+    First FGD's score of the fragmentation increase (:func:`fgd_score`). Then, for a task that asks
+    no GPU, the CPU the node keeps beyond what its free GPUs will want (``spare_cpu``, milli-CPU: free
+    CPU − free milli-GPU × the workload's CPU per milli-GPU): such a task goes where CPU is plentiful
+    instead of taking the CPU a GPU node's free GPUs need. GPU tasks keep FGD's order, because
+    spreading them by any finer criterion leaves more GPUs stranded (docs/placement.md, figures).
+    """
+    return (-float(fgd_score(-frag_increase_milli)), -spare_cpu if cpu_only else 0.0)

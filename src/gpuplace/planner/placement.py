@@ -4,13 +4,20 @@ A tensor-parallel group never spans nodes. Within a node the planner tries, best
 island, one PCIe switch, one NUMA node, then any GPUs of the node, and inside a tier takes the smallest
 group that fits (so larger groups stay whole for later). Across nodes the order is: better tier, a node
 this plan does not use yet (replicas spread, which also lets the Deployment pin exactly one per node),
-smaller increase of the fleet's FGD fragmentation, then the node name — so the result is deterministic.
+the smaller increase of the fleet's FGD fragmentation as gpuplace scores it
+(:func:`~gpuplace.planner.fragmentation.gpuplace_key`), fewer GPUs left, then the node name — so the
+result is deterministic. Fragmentation counts every whole GPU (models missing from the catalog too: they
+are capacity the fleet's workload may use even where the planner cannot predict latency on them), the
+node's free CPU against each task's CPU, and the GPU type against each task's accepted types.
 
 The **GPU-fit score** of a placement (docs/placement.md) is
 ``0.40·latency + 0.20·memory + 0.25·locality + 0.15·fragmentation``, each term in [0, 1]:
 latency = min(1, (1 − r)/0.1) with r the worst of predicted/target p99 TPOT and TTFT; memory = min(1,
 (1 − used/usable)/0.1); locality = 1 for one GPU, a MIG slice or NVLink, 0.9 for one PCIe switch or a
-shared GPU, 0.8 for one NUMA node, 0.5 across NUMA nodes; fragmentation = 1 − ΔF / GPUs taken, clamped.
+shared GPU, 0.8 for one NUMA node, 0.5 across NUMA nodes; fragmentation, with x = ΔF / GPUs taken, is
+``0.98 − 0.96·x`` for x in [0, 1] (0.98 when fragmentation is unchanged, 0.02 at one GPU of new
+fragmentation per GPU taken), ``0.98 + 0.02·(1 − eˣ)`` below (a decrease) and ``0.02·e^(1−x)`` above:
+strictly decreasing, so a larger decrease always scores higher (a clamp at 1 made every decrease alike).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuplace.planner.fragmentation import MILLI, FragmentationModel
+from gpuplace.planner.fragmentation import MILLI, NO_CPU_LIMIT, FragmentationModel, gpuplace_key
 from gpuplace.planner.latency import TIERS
 from gpuplace.types import GpuDevice, Node
 
@@ -42,13 +49,22 @@ def fit_score(
     """The GPU-fit score in [0, 1] (formula in the module docstring)."""
     lat = min(1.0, max(0.0, (1 - latency_ratio) / 0.1)) if math.isfinite(latency_ratio) else 0.0
     mem = min(1.0, max(0.0, (1 - memory_ratio) / 0.1)) if math.isfinite(memory_ratio) else 0.0
-    frag = min(1.0, max(0.0, 1 - frag_delta / gpus)) if gpus > 0 else 1.0
+    frag = fragmentation_term(frag_delta / gpus) if gpus > 0 else 1.0
     return (
         FIT_WEIGHTS["latency"] * lat
         + FIT_WEIGHTS["memory"] * mem
         + FIT_WEIGHTS["locality"] * LOCALITY_SCORE[interconnect]
         + FIT_WEIGHTS["fragmentation"] * frag
     )
+
+
+def fragmentation_term(per_gpu: float) -> float:
+    """The fit score's fragmentation term in (0, 1) for ΔF per GPU taken (module docstring)."""
+    if per_gpu <= 0:
+        return 0.98 + 0.02 * (1 - math.exp(max(per_gpu, -700.0)))
+    if per_gpu <= 1:
+        return 0.98 - 0.96 * per_gpu
+    return 0.02 * math.exp(-min(per_gpu - 1, 700.0))
 
 
 def tier_of(gpus: Sequence[GpuDevice]) -> str:
@@ -88,6 +104,19 @@ def best_gpu_set(free: Sequence[GpuDevice], k: int) -> tuple[GpuDevice, ...] | N
     return min(options, key=lambda o: o[:3])[3] if options else None
 
 
+def gpu_type_of(node: Node) -> str:
+    """The GPU type tasks name in their constraints: the reported product, else the catalog name."""
+    whole = node.whole_gpus
+    return (whole[0].product or whole[0].gpu) if whole else ""
+
+
+def cpu_free_milli(node: Node) -> int:
+    """Free milli-CPU; a node whose CPU is unknown (0 cores) counts as unlimited, not as empty."""
+    if node.cpu_cores <= 0:
+        return NO_CPU_LIMIT
+    return max(0, round((node.cpu_cores - node.cpu_allocated) * 1000))
+
+
 @dataclass
 class FleetState:
     """The allocation the planner works on: a copy of the inventory's shares, updated per replica."""
@@ -104,16 +133,22 @@ class FleetState:
         return max(0.0, 1.0 - self.allocated[g.id])
 
     def node_free_milli(self, node: Node, change: Mapping[str, float] | None = None) -> list[int]:
-        """Free milli-GPU of each whole physical GPU (MIG slices are fixed partitions, not counted)."""
+        """Free milli-GPU of each whole physical GPU, known model or not (MIG slices are fixed partitions)."""
         change = change or {}
         return [
             round(max(0.0, 1.0 - self.allocated[g.id] - change.get(g.id, 0.0)) * MILLI)
             for g in node.gpus
-            if not g.mig_profile and g.gpu
+            if not g.mig_profile
         ]
 
     def node_fragmentation(self, node: Node, change: Mapping[str, float] | None = None) -> float:
-        return self.frag.node(self.node_free_milli(node, change)) / MILLI
+        free = self.node_free_milli(node, change)
+        return self.frag.node(free, cpu_free_milli(node), gpu_type_of(node)) / MILLI
+
+    def usable_gpus(self) -> float:
+        """Free whole-GPU capacity the workload can use: free GPUs minus the fragmentation, in GPUs."""
+        free = sum(sum(self.node_free_milli(n)) for n in self.nodes.values()) / MILLI
+        return free - self.fleet_fragmentation()
 
     def fleet_fragmentation(self) -> float:
         return sum(self.node_fragmentation(n) for n in self.nodes.values())
@@ -145,8 +180,12 @@ def choose(
     mig_profile: str = "",
     share: float = 1.0,
     used_nodes: frozenset[str] = frozenset(),
+    use_fragmentation: bool = True,
 ) -> Choice | None:
-    """The best GPU set for one replica of a shape, or None when no node has room."""
+    """The best GPU set for one replica of a shape, or None when no node has room.
+
+    ``use_fragmentation=False`` drops the fragmentation criterion, to show what it changed.
+    """
     best: tuple[tuple[object, ...], Choice] | None = None
     for node in usable:
         options: list[tuple[GpuDevice, ...]] = []
@@ -178,10 +217,11 @@ def choose(
             change = {g.id: (share if kind == "shared" else 1.0) for g in gpus}
             delta = 0.0 if kind == "mig" else state.delta(node, change)
             left = sum(state.free(g) for g in gpus) - len(gpus) * (share if kind == "shared" else 1.0)
+            frag_key = gpuplace_key(delta * MILLI, cpu_only=False, spare_cpu=0.0) if use_fragmentation else ()
             key = (
                 TIERS.index(interconnect) if interconnect in TIERS else 0,
                 node.name in used_nodes,
-                round(delta, 9),
+                *frag_key,
                 round(left, 9),
                 node.name,
                 tuple(g.index for g in gpus),

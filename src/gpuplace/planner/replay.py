@@ -13,12 +13,12 @@ demand equals the capacity). Policies (the paper's §6.1 baselines, and gpuplace
   a partially used GPU first, then a free GPU of a node already in use, then an empty node;
 * ``fgd`` — the node and GPU whose placement increases the node's fragmentation ``F_n(M)`` least
   (:mod:`gpuplace.planner.fragmentation`), ties at random;
-* ``gpuplace`` — the planner's scoring: the same FGD increase, then the GPU packing tier, then the
-  least GPU left, then random.
+* ``gpuplace`` — the planner's scoring (:func:`gpuplace.planner.fragmentation.gpuplace_key`), then random.
 
 Non-FGD policies put a shared task on the GPU with the least sufficient free share (the simulator's
-default). Nodes with equal state are scored once (their scores are equal), which makes a 1,213-node
-replay take seconds per policy.
+default). Nodes with equal state and capacity are scored once (their scores are equal), which makes a
+1,213-node replay take seconds per policy. The FGD paper's own protocol is
+:mod:`gpuplace.planner.paperreplay`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gpuplace.planner.fragmentation import MILLI, FragmentationModel, TaskClass
+from gpuplace.planner.fragmentation import MILLI, FragmentationModel, TaskClass, gpuplace_key
 
 POLICIES: tuple[str, ...] = ("gpuplace", "fgd", "bestfit", "packing", "dotprod", "random")
 
@@ -44,7 +44,7 @@ class SimNode:
 class _State:
     cpu_left: list[int]
     free: list[list[int]]
-    groups: dict[tuple[str, int, tuple[int, ...]], list[int]] = field(default_factory=dict)
+    groups: dict[_Key, list[int]] = field(default_factory=dict)
     # (node state, task class) → best score and choices: states recur, so most lookups hit.
     scores: dict[tuple[object, object], tuple[tuple[float, ...] | None, list[tuple[int, ...]]]] = field(
         default_factory=dict
@@ -61,8 +61,14 @@ class ReplayResult:
     failed_tasks: int
 
 
-def _key(nodes: Sequence[SimNode], st: _State, i: int) -> tuple[str, int, tuple[int, ...]]:
-    return (nodes[i].gpu_type, st.cpu_left[i], tuple(sorted(st.free[i])))
+# (GPU type, free CPU, sorted free shares, CPU capacity): the capacity is part of the state because
+# best-fit and dot-product scores divide by it; grouping without it scored every member of a group with
+# the first member's capacity.
+_Key = tuple[str, int, tuple[int, ...], int]
+
+
+def _key(nodes: Sequence[SimNode], st: _State, i: int) -> _Key:
+    return (nodes[i].gpu_type, st.cpu_left[i], tuple(sorted(st.free[i])), nodes[i].cpu_milli)
 
 
 def _gpu_choices(free: Sequence[int], task: TaskClass) -> list[tuple[int, ...]]:
@@ -177,13 +183,13 @@ def _place(
 
 def _group_best(
     node: SimNode,
-    key: tuple[str, int, tuple[int, ...]],
+    key: _Key,
     task: TaskClass,
     policy: str,
     frag: FragmentationModel,
 ) -> tuple[tuple[float, ...] | None, list[tuple[int, ...]]]:
     """The best score of a node state for a task, and the GPU choices reaching it (None: does not fit)."""
-    gpu_type, cpu_left, free = key
+    gpu_type, cpu_left, free, _ = key
     if cpu_left < task.cpu_milli or (task.gpu_types and gpu_type not in task.gpu_types):
         return None, []
     if task.num_gpu and node.gpus < task.num_gpu:
@@ -202,12 +208,12 @@ def _group_best(
 def _score(
     policy: str,
     node: SimNode,
-    key: tuple[str, int, tuple[int, ...]],
+    key: _Key,
     choice: tuple[int, ...],
     task: TaskClass,
     frag: FragmentationModel,
 ) -> tuple[float, ...]:
-    gpu_type, cpu_left, free = key
+    gpu_type, cpu_left, free, _ = key
     after = _after(free, choice, task.gpu_milli)
     if policy == "random":
         return (0.0,)
@@ -215,7 +221,8 @@ def _score(
         delta = frag.node(after, cpu_left - task.cpu_milli, gpu_type) - frag.node(free, cpu_left, gpu_type)
         if policy == "fgd":
             return (round(delta, 6),)
-        return (round(delta, 6), _packing_tier(free, choice, task), sum(after))
+        spare = cpu_left - task.cpu_milli - sum(after) * frag.cpu_per_gpu_milli
+        return gpuplace_key(delta, cpu_only=not task.num_gpu, spare_cpu=spare)
     # Baselines place a share on the least sufficient GPU: only that choice is theirs.
     if task.num_gpu and task.gpu_milli < MILLI and choice != _gpu_choices(free, task)[0]:
         return (float("inf"),)

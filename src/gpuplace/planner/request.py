@@ -34,6 +34,8 @@ class PlanRequest:
     gpus: tuple[str, ...] = ()  # catalog names allowed; empty = any
     tolerated_taints: tuple[str, ...] = DEFAULT_TOLERATED
     task_mix: tuple[TaskClass, ...] = DEFAULT_LLM_MIX
+    task_mix_source: str = "default mix"  # "cluster pods" | "trace" | "given" | "default mix"
+    task_mix_tasks: int = 0  # pods the mix was built from
     max_tp: int = 8
     max_replicas: int = 512
     breach_penalty_usd: float = 0.0
@@ -88,6 +90,7 @@ class PlanRequest:
                 if g.strip()
             ),
             task_mix=parse_mix(mix) if mix else DEFAULT_LLM_MIX,
+            task_mix_source="given" if mix else "default mix",
             breach_penalty_usd=float(params.get("breach_penalty_usd") or 0.0),
         )
 

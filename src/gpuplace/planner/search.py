@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.errors import InvalidInput
-from gpuplace.planner.fragmentation import FragmentationModel
+from gpuplace.planner.fragmentation import FragmentationModel, mix_to_json
 from gpuplace.planner.latency import GPU_MEMORY_UTILIZATION, Calibration, Shape, calibrate, predict
 from gpuplace.planner.placement import EPS, FleetState, best_gpu_set, choose, fit_score, tier_of
 from gpuplace.planner.request import KINDS, PlanRequest
@@ -259,6 +259,8 @@ def _place(
     usable: Sequence[Node],
     cal: Calibration,
     request: PlanRequest,
+    *,
+    use_fragmentation: bool = True,
 ) -> tuple[tuple[Placement, ...], str]:
     placements: list[Placement] = []
     used: set[str] = set()
@@ -272,6 +274,7 @@ def _place(
             mig_profile=cand.mig_profile,
             share=cand.share,
             used_nodes=frozenset(used),
+            use_fragmentation=use_fragmentation,
         )
         if got is None:
             return (), f"placement: no room for replica {i + 1} of {cand.replicas}"
@@ -399,7 +402,7 @@ def plan_placement(
     )
     frag = FragmentationModel(request.task_mix)
     before = FleetState.of(inventory.nodes, frag).fleet_fragmentation()
-    chosen: tuple[Candidate, tuple[Placement, ...], FleetState] | None = None
+    chosen: tuple[Candidate, _ShapeSpec, tuple[Placement, ...], FleetState] | None = None
     final: list[Candidate] = []
     for cand, shape in feasible:
         if chosen is not None:
@@ -413,11 +416,30 @@ def plan_placement(
             final.append(cand)
             continue
         cand = replace(cand, verdict="chosen", fit_score=min(p.fit_score for p in placements))
-        chosen = (cand, placements, state)
+        chosen = (cand, shape, placements, state)
         final.append(cand)
     if chosen is None:
         raise NoFeasiblePlacement(request.slo, tuple(rejected), _fix_text(rejected, request))
-    cand, placements, state = chosen
+    cand, shape, placements, state = chosen
+    # The same shape placed again without the fragmentation criterion: what FGD changed in this plan.
+    plain = FleetState.of(inventory.nodes, frag)
+    plain_placements, plain_why = _place(cand, shape, plain, usable, cal, request, use_fragmentation=False)
+    workload = {
+        "source": request.task_mix_source,
+        "tasks": request.task_mix_tasks,
+        "classes": mix_to_json(request.task_mix),
+        "effect": {
+            "with_fragmentation": [{"node": p.node, "gpu_ids": list(p.gpu_ids)} for p in placements],
+            "without_fragmentation": [{"node": p.node, "gpu_ids": list(p.gpu_ids)} for p in plain_placements],
+            "without_fragmentation_note": plain_why,
+            "usable_gpus_before": round(FleetState.of(inventory.nodes, frag).usable_gpus(), 6),
+            "usable_gpus_after_with": round(state.usable_gpus(), 6),
+            "usable_gpus_after_without": round(plain.usable_gpus(), 6) if plain_placements else None,
+            "fragmentation_after_without": round(plain.fleet_fragmentation(), 9)
+            if plain_placements
+            else None,
+        },
+    }
     all_candidates = tuple(final) + tuple(c for c in rejected if c not in final)
     pid = plan_id_of(profile, inventory, request, catalog)
     assert cand.prediction is not None
@@ -455,4 +477,5 @@ def plan_placement(
             cand.prediction, request.slo, request.breach_penalty_usd
         ),
         tradeoff=tuple(tradeoff),
+        fragmentation_workload=workload,
     )

@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.plandir import PlanDir
+from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FleetWorkload, fleet_workload, parse_mix
 from gpuplace.types.plan import PlacementPlan
+
+# The pod list published with the Alibaba trace's node list, beside it (shared/data/README.md).
+TRACE_POD_LIST = "openb_pod_list_default.csv"
 
 if TYPE_CHECKING:
     from gpuplace.catalog import GpuCatalog
@@ -61,6 +65,35 @@ def plan_metrics(plan: PlacementPlan) -> dict[str, float]:
     return {k: v for k, v in values.items() if math.isfinite(v)}
 
 
+def plan_workload(inventory: str, task_mix: str = "", workload: str = "") -> FleetWorkload:
+    """The task mix fragmentation is measured against, in order of preference (docs/placement.md).
+
+    ``--task-mix`` if given; the pod list ``workload`` (an Alibaba pod CSV) if given; for ``cluster``, the
+    GPU pods running in it; for an Alibaba node CSV, the trace's pod list beside it; else — and whenever
+    the source holds no GPU task — :data:`DEFAULT_LLM_MIX`, with the reason in ``detail``.
+    """
+    if task_mix:
+        mix = parse_mix(task_mix)
+        return FleetWorkload("given", mix, 0, "--task-mix")
+    pods = Path(workload) if workload else None
+    if pods is None and inventory.endswith(".csv") and (Path(inventory).parent / TRACE_POD_LIST).is_file():
+        pods = Path(inventory).parent / TRACE_POD_LIST
+    if pods is not None:
+        from gpuplace.inventory.alibaba import read_alibaba_tasks
+
+        shapes = [
+            (t.num_gpu, t.gpu_milli, t.cpu_milli, frozenset(t.gpu_spec)) for t in read_alibaba_tasks(pods)
+        ]
+        return fleet_workload(shapes, "trace", detail=pods.name)
+    if inventory == "cluster":
+        from gpuplace.inventory.cluster import workload_from_cluster
+
+        return fleet_workload(workload_from_cluster(), "cluster pods")
+    return FleetWorkload(
+        "default mix", DEFAULT_LLM_MIX, 0, f"the inventory {inventory!r} carries no workload"
+    )
+
+
 def run_plan_step(
     request: PlanRequest,
     *,
@@ -69,8 +102,12 @@ def run_plan_step(
     out: Path,
     catalog: GpuCatalog,
     options: ServingOptions,
+    workload: str = "",
 ) -> PlanStepResult:
-    """Plan ``request`` on ``inventory`` with ``profile`` and write the plan directory ``out``."""
+    """Plan ``request`` on ``inventory`` with ``profile`` and write the plan directory ``out``.
+
+    Fragmentation is measured against the request's given task mix, else the fleet's own workload
+    (:func:`plan_workload`: the ``workload`` pod list, the cluster's pods, the trace's pod list)."""
     from gpuplace.inventory import load_inventory
     from gpuplace.manifests import build_manifests, kfp_fragments, serving_spec
     from gpuplace.plandir import write_plan_dir
@@ -83,7 +120,14 @@ def run_plan_step(
             "profile", str(profile), "no such file", "Run `gpuplace profile --out <file>.parquet` first"
         )
     fleet = load_inventory(inventory, catalog=catalog)
+    if request.task_mix_source != "given":
+        mix = plan_workload(inventory, "", workload)
+        request = replace(request, task_mix=mix.mix, task_mix_source=mix.source, task_mix_tasks=mix.tasks)
+    else:
+        mix = FleetWorkload("given", request.task_mix, 0, "--task-mix")
     plan = plan_placement(load_profile(profile), fleet, catalog, request)
+    if mix.detail:
+        plan = replace(plan, notes=(*plan.notes, f"fragmentation workload: {mix.source} ({mix.detail})"))
     plan = replace(plan, serving=serving_spec(plan, fleet, options))
     manifests = build_manifests(plan, fleet, options)
     table = candidates_table(plan)

@@ -33,3 +33,28 @@ def candidates_table(plan: PlacementPlan) -> str:
             f"| {t['cost_usd_per_month']:,.0f} | {t['meets_slo']} |"
         )
     return "\n".join(rows) + "\n"
+
+
+def fragmentation_effect_text(plan: PlacementPlan) -> str:
+    """What the fragmentation criterion changed in a plan, as ``gpuplace plan`` prints it."""
+    fw = plan.fragmentation_workload
+    effect = fw.get("effect") or {}
+    lines = [
+        f"fragmentation measured against: {fw.get('source', '?')} "
+        f"({len(fw.get('classes') or ())} task classes)"
+    ]
+    with_ = [f"{r['node']}:{len(r['gpu_ids'])}" for r in effect.get("with_fragmentation") or ()]
+    without = [f"{r['node']}:{len(r['gpu_ids'])}" for r in effect.get("without_fragmentation") or ()]
+    same = sorted(map(str, effect.get("with_fragmentation") or ())) == sorted(
+        map(str, effect.get("without_fragmentation") or ())
+    )
+    lines.append(f"  with FGD:    {' '.join(with_)}")
+    lines.append(f"  without FGD: {' '.join(without) or effect.get('without_fragmentation_note', '')}")
+    after_without = effect.get("usable_gpus_after_without")
+    lines.append(
+        f"  GPUs usable by that workload: {effect.get('usable_gpus_before', 0):.2f} before, "
+        f"{effect.get('usable_gpus_after_with', 0):.2f} after with FGD, "
+        + (f"{after_without:.2f} without" if after_without is not None else "— without")
+        + (" (same placement)" if same else "")
+    )
+    return "\n".join(lines)

@@ -72,6 +72,7 @@ class Node:
     rack: str = ""
     cpu_cores: int = 0
     memory_gib: float = 0.0
+    cpu_allocated: float = 0.0  # cores requested by the pods running on it (fragmentation counts CPU)
     numa_nodes: int = 1
     mig_strategy: str = "none"  # none | single | mixed (NVIDIA device plugin)
     gpu_sharing: int = 1  # time-slicing replicas per whole GPU (device plugin sharing config); 1 = exclusive

@@ -195,6 +195,9 @@ class PlacementPlan:
     tradeoff: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     traffic: Traffic = field(default_factory=Traffic)
     serving: ServingSpec | None = None
+    # What fragmentation was measured against and what FGD changed (docs/placement.md): ``source``
+    # ("cluster pods" | "trace" | "given" | "default mix"), ``tasks``, ``classes``, ``effect``.
+    fragmentation_workload: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def replicas(self) -> int:
@@ -245,6 +248,7 @@ class PlacementPlan:
             "inventory_source": self.inventory_source,
             "profile_device": self.profile_device,
             "notes": list(self.notes),
+            "fragmentation_workload": dict(self.fragmentation_workload),
         }
         return data
 
@@ -268,6 +272,7 @@ class PlacementPlan:
             tradeoff=tuple(data.get("tradeoff") or ()),
             traffic=Traffic.from_json_dict(data.get("traffic") or {}),
             serving=ServingSpec.from_json_dict(data["serving"]) if data.get("serving") else None,
+            fragmentation_workload=dict(data.get("fragmentation_workload") or {}),
         )
 
 
