@@ -23,6 +23,11 @@ def deploy_inference(
     run_id: str = "",
     timeout_s: float = 300.0,
     on_failure: str = "teardown",
+    gpu_api: str = "auto",
+    runtime: str = "auto",
+    allow_misplacement: bool = False,
+    create_namespace: bool = False,
+    path: str = "",
 ) -> str:
     """Deploy a placement plan and wait until it serves; returns the endpoint URL.
 
@@ -34,22 +39,38 @@ def deploy_inference(
         run_id: Pipeline run id to label the objects with (pass dsl.PIPELINE_JOB_ID_PLACEHOLDER).
         timeout_s: Deadline for applying and rolling out.
         on_failure: teardown | rollback | keep — what to do with applied objects when the rollout fails.
+        gpu_api: auto | dra (claim each replica's planned GPUs; placement measured per GPU) | device-plugin.
+        runtime: auto | kubelet | standin (a gpuplace testenv: a local engine per KWOK pod) | none.
+        allow_misplacement: Keep a deployment whose pods are not where the plan put them (default: fail).
+        create_namespace: Create the namespace when it does not exist.
+        path: The orchestration path this deploy is ("native" in orchestration_comparison).
     """
     import json
 
     from gpuplace.deploy import deploy
+    from gpuplace.k8s.deploy import PlacementMismatch
 
-    record = deploy(
-        plan.path,
-        target=target,
-        kubeconfig=kubeconfig or ("in-cluster" if target == "kubernetes" else None),
-        namespace=namespace,
-        run_id=run_id,
-        timeout_s=timeout_s,
-        on_failure=on_failure,
-        workdir=deployment.path + ".local",
-        log=print,
-    )
+    try:
+        record = deploy(
+            plan.path,
+            target=target,
+            kubeconfig=kubeconfig or ("in-cluster" if target == "kubernetes" else None),
+            namespace=namespace,
+            run_id=run_id,
+            timeout_s=timeout_s,
+            on_failure=on_failure,
+            workdir=deployment.path + ".local",
+            log=print,
+            gpu_api=gpu_api,
+            runtime=runtime,
+            allow_misplacement=allow_misplacement,
+            create_namespace=create_namespace,
+            path=path,
+        )
+    except PlacementMismatch as e:  # the task fails, and its output shows where the pods are
+        with open(deployment.path, "w") as f:
+            json.dump(e.record.to_json_dict(), f, indent=2)
+        raise
     with open(deployment.path, "w") as f:
         json.dump(record.to_json_dict(), f, indent=2)
     dist = record.provisioning()
