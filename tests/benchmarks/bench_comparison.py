@@ -368,9 +368,11 @@ one claim per replica naming the planned devices, which devices does kube-schedu
 {chr(10).join(picks)}
 
 Reading: the two paths differ by how the pod is created (a Deployment's ReplicaSet vs a bare task pod) and
-by how GPUs are claimed (DRA vs the device plugin); the server start dominates provisioning here, as it
-would with vLLM loading weights on a real node. Where the allocator's own pick differs from the plan, only
-claiming the planned devices (`--gpu-api dra`) makes the placement match what the planner scored.
+by how GPUs are claimed (DRA claims vs the device plugin): that is the "scheduled" and "Ready" columns. The
+rest of provisioning is the local engine's start and first request on this shared CPU, the same code on
+both paths, so differences there are noise of this machine, not the orchestration. Where the allocator's
+own pick differs from the plan, only claiming the planned devices (`--gpu-api dra`) makes the placement
+match what the planner scored.
 """
 
 
