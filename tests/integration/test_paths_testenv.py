@@ -34,9 +34,9 @@ from gpuplace.plandir import PlanDir
 from gpuplace.testenv import ControlPlane
 from gpuplace.testenv import dra as testenv_dra
 from gpuplace.testenv.runtime import LocalStandIn
-from gpuplace.types import DeploymentRecord, Distribution, LatencyReport
-from gpuplace.types.plan import Slo
+from gpuplace.types import DeploymentRecord, LatencyReport
 from tests.support.plans import rendered_plan_dir, sample_plan
+from tests.support.reports import latency_report
 from tests.support.testserver import FaultServer, ServerOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.controlplane]
@@ -78,28 +78,7 @@ def _plan(tmp_path: Path, name: str, inventory: Any = H100, **kwargs: Any) -> Pl
 
 
 def _report() -> LatencyReport:
-    d = Distribution.of([0.1, 0.2])
-    return LatencyReport(
-        requests=2,
-        completed=2,
-        failed=0,
-        errors={},
-        duration_s=1.0,
-        ttft=d,
-        tpot=d,
-        itl=d,
-        e2e=d,
-        arrival_lag=d,
-        request_throughput_rps=2.0,
-        output_throughput_tps=0.0,
-        total_token_throughput_tps=0.0,
-        input_tokens=0,
-        output_tokens=0,
-        goodput_rps=2.0,
-        slo_attainment=1.0,
-        peak_concurrency=1,
-        slo=Slo(ttft_p99_s=1.0),
-    )
+    return latency_report([0.1, 0.2], [0.1, 0.2], completed=2, duration_s=1.0)
 
 
 def test_both_paths_serve_one_spec_and_are_read_back_from_the_api(

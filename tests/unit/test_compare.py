@@ -26,44 +26,11 @@ from gpuplace.compare.roi import roi
 from gpuplace.compare.score import CRITERIA, flip_points, normalise, score
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory import load_inventory
-from gpuplace.types import DeploymentRecord, Distribution, PodRecord
+from gpuplace.types import DeploymentRecord, PodRecord
 from gpuplace.types.compare import Comparison, PathMetrics
-from gpuplace.types.loadtest import LatencyReport
-from gpuplace.types.plan import Prediction, Slo
+from gpuplace.types.plan import Prediction
 from tests.support.plans import sample_plan
-
-
-def _report(
-    ttft: list[float],
-    tpot: list[float],
-    *,
-    completed: int = 100,
-    duration_s: float = 100.0,
-    attainment: float = 1.0,
-) -> LatencyReport:
-    empty = Distribution.of(())
-    return LatencyReport(
-        requests=completed,
-        completed=completed,
-        failed=0,
-        errors={},
-        duration_s=duration_s,
-        ttft=Distribution.of(ttft),
-        tpot=Distribution.of(tpot),
-        itl=empty,
-        e2e=empty,
-        arrival_lag=empty,
-        request_throughput_rps=completed / duration_s,
-        output_throughput_tps=0.0,
-        total_token_throughput_tps=0.0,
-        input_tokens=0,
-        output_tokens=0,
-        goodput_rps=completed * attainment / duration_s,
-        slo_attainment=attainment,
-        peak_concurrency=1,
-        slo=Slo(ttft_p99_s=1.0, tpot_p99_s=0.1, rate_rps=1.0),
-    )
-
+from tests.support.reports import latency_report as _report
 
 SPEC = sample_plan().serving
 

@@ -128,7 +128,27 @@ class BackgroundChecks:
             t.join(timeout=5.0)
 
 
-class KubeletRuntime:
+class RuntimeDefaults:
+    """What a runtime does when it has nothing of its own to say: no endpoint of its own, the node's device,
+    the spec's model name, nothing to stop."""
+
+    def endpoint_of(self, pod: Mapping[str, Any]) -> str:
+        return ""
+
+    def served_on(self) -> str:
+        return ""
+
+    def model_of(self, pod: Mapping[str, Any]) -> str:
+        return ""
+
+    def discard(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class KubeletRuntime(RuntimeDefaults):
     """A real cluster: the first request goes through the API server's pod proxy."""
 
     name = KUBELET
@@ -166,20 +186,11 @@ class KubeletRuntime:
         ip = (pod.get("status") or {}).get("podIP") or ""
         return f"http://{ip}:{container_port(pod)}" if ip else ""
 
-    def served_on(self) -> str:
-        return ""
-
-    def model_of(self, pod: Mapping[str, Any]) -> str:
-        return ""
-
-    def discard(self) -> None:
-        return None
-
     def close(self) -> None:
         self._checks.close()
 
 
-class NoServeCheck:
+class NoServeCheck(RuntimeDefaults):
     """Ready-to-serve is not observed: deploy waits for Ready only, and says so."""
 
     name = NO_CHECK
@@ -188,18 +199,3 @@ class NoServeCheck:
 
     def serve_check(self, pod: Mapping[str, Any]) -> bool | float:
         return False
-
-    def endpoint_of(self, pod: Mapping[str, Any]) -> str:
-        return ""
-
-    def served_on(self) -> str:
-        return ""
-
-    def model_of(self, pod: Mapping[str, Any]) -> str:
-        return ""
-
-    def discard(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
