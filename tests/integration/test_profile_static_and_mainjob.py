@@ -119,8 +119,11 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
     assert {"ttft_p99_ms", "predicted_ttft_p99_ms", "predicted_tpot_p99_ms", "provisioning_s"} <= set(
         path.data.metrics
     )
-    # served on this CPU, predicted for the planned GPU: no prediction error, and the params say why
-    assert "ttft_p99_error_ratio" not in path.data.metrics and path.data.params["served_on"] == "cpu"
+    # served on this machine, predicted for the planned GPU: no prediction error, and the params say why
+    from gpuplace.profiling.device import local_unit
+
+    assert path.data.params["served_on"] == local_unit() != path.data.params["prediction_for"]
+    assert "ttft_p99_error_ratio" not in path.data.metrics
 
 
 def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server) -> None:  # type: ignore[no-untyped-def]
@@ -202,6 +205,7 @@ def test_main_job_compares_both_paths_on_the_testenv(
     by the KWOK stand-in's local engine, with one serving spec."""
     import json
 
+    from gpuplace.profiling.device import local_unit
     from gpuplace.types import DeploymentRecord
 
     argv = [
@@ -242,7 +246,7 @@ def test_main_job_compares_both_paths_on_the_testenv(
     assert npod.node == kpod.node == npod.planned_node
     assert npod.gpu_ids[0] in lines["native"] and "(node level)" in lines["kubeflow"]
     for path, record in records.items():
-        assert record.runtime.startswith("local stand-in") and record.served_on == "cpu"
+        assert record.runtime.startswith("local stand-in") and record.served_on == local_unit()
         assert f"{record.provisioning().max:.2f}" in lines[path]
     assert "comparison        winner" in out and "not scored: fragmentation" in out
     comparison = json.loads(next(run_dir.rglob("compare-paths/comparison")).read_text())
