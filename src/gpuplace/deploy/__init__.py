@@ -156,13 +156,17 @@ def _register_standin(
 
 
 def _stop_standins(namespace: str, keys: list[str]) -> int:
+    """Stop the stand-in servers registered under ``keys`` and forget them under every key (a server is
+    registered by plan id and by run id)."""
     from gpuplace.deploy.local import teardown_local
 
     stopped = 0
     for key in keys:
         for path, server in standin_records(namespace, key):
             teardown_local(server)
-            path.unlink(missing_ok=True)
+            pod = path.parent.name
+            for twin in standin_dir(namespace, key).parent.glob(f"*/{pod}/{RECORD_FILE}"):
+                twin.unlink(missing_ok=True)
             stopped += 1
     return stopped
 
