@@ -14,3 +14,6 @@ except PackageNotFoundError:  # compiling from a source tree without an install
 REGISTRY = "ghcr.io/gpuplace"
 CPU_IMAGE = f"{REGISTRY}/gpuplace-cpu:{_VERSION}"
 CUDA_IMAGE = f"{REGISTRY}/gpuplace-cuda:{_VERSION}"
+# vLLM's OpenAI server image with gpuplace added: the Kubeflow path's serving task runs in it, and the
+# orchestration_comparison pipeline plans the native path's pods in it too, so both paths run one image.
+SERVING_IMAGE = f"{REGISTRY}/gpuplace-vllm:{_VERSION}"

@@ -20,8 +20,12 @@ def profile_and_plan(
     slo_tpot_ms: float,
     slo_ttft_ms: float,
     rate: float,
+    image: str = "",
 ) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
-    """Add the profile, inventory and plan tasks to the current pipeline; returns (profile, plan)."""
+    """Add the profile, inventory and plan tasks to the current pipeline; returns (profile, plan).
+
+    ``image`` is the serving image the plan's manifests run ("": vLLM's own image).
+    """
     profile = profile_latency(
         model=model,
         device=profile_device,
@@ -39,5 +43,6 @@ def profile_and_plan(
         slo_tpot_ms=slo_tpot_ms,
         slo_ttft_ms=slo_ttft_ms,
         rate=rate,
+        image=image,
     ).set_display_name("plan placement")
     return profile, plan

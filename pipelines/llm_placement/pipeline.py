@@ -35,6 +35,7 @@ def pipeline(
     namespace: str = "default",
     kubeconfig: str = "",
     rollout_timeout_s: float = 600.0,
+    serving_runtime: str = "auto",
     loadtest_prompt_tokens: str = "512",
     loadtest_output_tokens: str = "128",
     loadtest_max_requests: int = 200,
@@ -60,6 +61,8 @@ def pipeline(
         target: kubernetes (apply the plan's manifests) or local (a server on the task's machine).
         namespace: Namespace to deploy into.
         kubeconfig: Kubeconfig path for the deploy and teardown tasks; empty = in-cluster.
+        serving_runtime: What serves the deployed pods: auto (the KWOK stand-in on a gpuplace testenv, else
+            kubelet), kubelet, standin or none (provisioning is then unknown).
         rollout_timeout_s: Deadline of the rollout.
         loadtest_prompt_tokens: Prompt length of the load test (N, uniform:A:B, normal:M:S).
         loadtest_output_tokens: Output length of the load test.
@@ -93,6 +96,7 @@ def pipeline(
             kubeconfig=kubeconfig,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             timeout_s=rollout_timeout_s,
+            runtime=serving_runtime,
         ).set_display_name("deploy")
         measured = load_test(
             deployment=deploy.outputs["deployment"],

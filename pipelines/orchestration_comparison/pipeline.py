@@ -5,17 +5,21 @@ Shared steps: profile → inventory → plan. Then
   ``load_test`` drives it;
 - **kubeflow**: ``serve_and_load_test`` runs the server and the load test as one KFP task, whose pod
   KFP's driver places at run time from the plan's outputs through kfp-kubernetes
-  (``add_node_affinity_json``, ``add_toleration_json``, ``add_node_selector_json``) plus the
-  accelerator type and limit — the planner's answer reaches KFP without recompiling;
-and ``compare_paths`` scores both (and logs them to MLflow). The native deployment is torn down in
-an exit handler, by run id. In local runs (``gpuplace run --compare``) both paths use the local
-serving target and kfp-kubernetes placement is not applied; the report says so.
+  (``add_node_affinity_json``, ``add_toleration_json``, ``add_node_selector_json``) and the accelerator
+  type and count (``set_accelerator_type`` / ``set_accelerator_limit``, the count a string output) — the
+  planner's answer reaches KFP without recompiling; the pod's node comes back through the downward API;
+and ``compare_paths`` scores both (and logs them to MLflow), refusing a verdict when the two paths ran
+different serving specs. The plan is made with the serving image (``SERVING_IMAGE``) so both paths run one
+image. The native deployment is torn down in an exit handler, by run id. In local runs (``gpuplace run
+--compare``) both paths use the local engine (``kubeflow_backend=local``); against a gpuplace testenv the
+Kubeflow task's pod is created as KFP's driver would (``kubeflow_backend=testenv``); the report says so.
 """
 
 from kfp import dsl, kubernetes
 
 from gpuplace.components.benchmarking.load_test import load_test
 from gpuplace.components.benchmarking.serve_and_load_test import serve_and_load_test
+from gpuplace.components.images import SERVING_IMAGE
 from gpuplace.components.reporting.compare_paths import compare_paths
 from gpuplace.components.serving.deploy_inference import deploy_inference
 from gpuplace.components.serving.teardown_inference import teardown_inference
@@ -41,6 +45,10 @@ def pipeline(
     namespace: str = "default",
     kubeconfig: str = "",
     rollout_timeout_s: float = 600.0,
+    serving_runtime: str = "auto",
+    gpu_api: str = "auto",
+    kubeflow_backend: str = "kfp",
+    allow_misplacement: bool = False,
     loadtest_prompt_tokens: str = "512",
     loadtest_output_tokens: str = "128",
     loadtest_max_requests: int = 200,
@@ -60,7 +68,8 @@ def pipeline(
         batch_sizes: Batch sizes to profile, comma-separated.
         prompt_tokens: Prompt lengths to profile, comma-separated.
         output_tokens: Output lengths to profile, comma-separated.
-        accelerator_type: Resource name of the GPU the profiling and Kubeflow serving tasks request.
+        accelerator_type: Resource name of the GPU the profiling task requests (the Kubeflow serving task's
+            comes from the plan).
         inventory: Fleet source: cluster, a bundled fleet name, a fleet YAML or an Alibaba node CSV.
         slo_tpot_ms: p99 time per output token the placement must meet.
         slo_ttft_ms: p99 time to first token the placement must meet.
@@ -68,7 +77,14 @@ def pipeline(
         native_target: kubernetes (apply the plan's manifests) or local (a server on the task's machine).
         namespace: Namespace of the native deployment.
         kubeconfig: Kubeconfig path for the native deploy/teardown; empty = in-cluster.
+        serving_runtime: What serves the deployed pods: auto (the KWOK stand-in on a gpuplace testenv, else
+            kubelet), kubelet, standin or none (provisioning is then unknown).
         rollout_timeout_s: Deadline of the native rollout.
+        gpu_api: How the native path's pods get GPUs: auto, dra (placement measured per GPU) or device-plugin.
+        kubeflow_backend: Where the Kubeflow path's task serves: kfp (its own pod, in a KFP run), local (the
+            local engine, as a local native target) or testenv (a gpuplace testenv: its pod created as KFP's
+            driver would).
+        allow_misplacement: Keep going when a path's pods are not where the plan put them (default: fail).
         loadtest_prompt_tokens: Prompt length of both load tests.
         loadtest_output_tokens: Output length of both load tests.
         loadtest_max_requests: Requests each load test sends (Poisson arrivals at `rate`).
@@ -92,6 +108,7 @@ def pipeline(
         slo_tpot_ms=slo_tpot_ms,
         slo_ttft_ms=slo_ttft_ms,
         rate=rate,
+        image=SERVING_IMAGE,
     )
 
     # Both paths are measured with the same workload against the same plan (whose SLO judges both).
@@ -103,11 +120,22 @@ def pipeline(
         max_requests=loadtest_max_requests,
     )
     # Kubeflow path: KFP places this task's pod from the plan's outputs, at run time.
-    kubeflow = serve_and_load_test(**workload).set_display_name("kubeflow path: serve + load test")
+    kubeflow = serve_and_load_test(
+        **workload,
+        backend=kubeflow_backend,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        allow_misplacement=allow_misplacement,
+        startup_timeout_s=rollout_timeout_s,
+    ).set_display_name("kubeflow path: serve + load test")
     kubernetes.add_node_affinity_json(kubeflow, plan.outputs["node_affinity"])
     kubernetes.add_toleration_json(kubeflow, plan.outputs["tolerations"])
     kubernetes.add_node_selector_json(kubeflow, plan.outputs["node_selector"])
-    kubeflow.set_accelerator_type(accelerator_type).set_accelerator_limit(1)
+    kubeflow.set_accelerator_type(plan.outputs["accelerator_type"])
+    kubeflow.set_accelerator_limit(plan.outputs["accelerator_count"])
+    kubernetes.use_field_path_as_env(kubeflow, "NODE_NAME", "spec.nodeName")
+    kubernetes.use_field_path_as_env(kubeflow, "POD_NAMESPACE", "metadata.namespace")
 
     teardown = teardown_inference(
         target=native_target,
@@ -123,6 +151,10 @@ def pipeline(
             kubeconfig=kubeconfig,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             timeout_s=rollout_timeout_s,
+            runtime=serving_runtime,
+            gpu_api=gpu_api,
+            allow_misplacement=allow_misplacement,
+            path="native",
         ).set_display_name("native path: deploy")
         native.after(kubeflow)  # one path at a time, so they do not compete for the same GPUs or CPUs
         native_lt = load_test(deployment=native.outputs["deployment"], **workload).set_display_name(

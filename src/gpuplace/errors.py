@@ -2,7 +2,8 @@
 
 Every error a user can cause names the field, the value it got and what to do instead, so that a
 message from a KFP task log or the CLI is enough to fix the input without reading code. The CLI
-turns :class:`GpuplaceError` into a one-line message and exit status 2; anything else is a bug.
+turns :class:`GpuplaceError` into a one-line message and its ``exit_status``: 2 for input gpuplace cannot
+use, 1 for a :class:`CheckFailed` (the step ran, and what it measured fails a check); anything else is a bug.
 """
 
 from __future__ import annotations
@@ -13,6 +14,15 @@ from collections.abc import Iterable
 
 class GpuplaceError(Exception):
     """Base class of the errors a user's input can cause."""
+
+    exit_status = 2
+
+
+class CheckFailed(GpuplaceError):
+    """The step ran and its measurement fails a check: pods off their plan, no request served, two paths
+    that served different things. What was measured is kept (written before this is raised)."""
+
+    exit_status = 1
 
 
 class InvalidInput(GpuplaceError, ValueError):

@@ -39,6 +39,8 @@ def test_kfp_task_pod_is_placed_by_the_scheduler_where_the_plan_said(
             {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
         ],
         "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        "accelerator_type": "nvidia.com/gpu",
+        "accelerator_count": "1",  # a string, as the driver needs it
     }
     built = kfp_task_pod(
         compiled_path("orchestration_comparison"),

@@ -79,7 +79,14 @@ def test_plan_folder_contract(plan_dir: Path) -> None:
     ):
         assert key in data, key
     assert set(data["predicted"]) == {"ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"}
-    assert set(data["kfp"]) == {"node_affinity", "tolerations", "node_selector"}
+    assert set(data["kfp"]) == {
+        "node_affinity",
+        "tolerations",
+        "node_selector",
+        "accelerator_type",
+        "accelerator_count",
+    }
+    assert isinstance(data["kfp"]["accelerator_count"], str)  # KFP's driver reads only strings there
     assert [p["replica"] for p in data["placements"]] == list(range(data["replicas"]))
     assert sorted(p.name for p in (plan_dir / "manifests").glob("*.yaml")) == [
         "10-deployment.yaml",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
     argv = ["run", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "6"]
     assert main([*argv, "--mlflow-uri", mlflow_server.uri]) == 0
     out = capsys.readouterr().out
-    for line in ("chosen shape", "p99 TTFT (ms)", "p99 TPOT (ms)", "cost", "fragmentation", "MLflow"):
+    for line in ("chosen shape", "p99 TTFT (ms)", "p99 TPOT (ms)", "planned cost", "planned frag.", "MLflow"):
         assert line in out
     run_dir = next((tmp_path / "runs").iterdir())
     report = json.loads(next(run_dir.rglob("load-test/report")).read_text())
@@ -106,6 +107,23 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
     assert len(parents) == 1
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
     assert len(children) >= 3  # profile, plan, the serving path
+    # the measured figures are metrics, on the parent and on the path's run, beside the prediction
+    parent = parents[0].data.metrics
+    assert {
+        "native.ttft_p99_ms",
+        "native.tpot_p99_ms",
+        "native.goodput_rps",
+        "native.slo_attainment_ratio",
+    } <= set(parent)
+    (path,) = [r for r in children if r.data.tags.get("gpuplace.path") == "native"]
+    assert {"ttft_p99_ms", "predicted_ttft_p99_ms", "predicted_tpot_p99_ms", "provisioning_s"} <= set(
+        path.data.metrics
+    )
+    # served on this machine, predicted for the planned GPU: no prediction error, and the params say why
+    from gpuplace.profiling.device import local_unit
+
+    assert path.data.params["served_on"] == local_unit() != path.data.params["prediction_for"]
+    assert "ttft_p99_error_ratio" not in path.data.metrics
 
 
 def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server) -> None:  # type: ignore[no-untyped-def]
@@ -135,12 +153,12 @@ def test_main_job_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.controlplane
-def test_main_job_deploys_to_kubernetes(
+def test_main_job_fails_when_no_request_succeeded_and_keeps_what_it_measured(
     controlplane, kube_api, kube_namespace, tmp_path: Path, capsys
 ) -> None:  # type: ignore[no-untyped-def]
-    """`gpuplace run --target kubernetes` against the real local control plane: kube-scheduler binds
-    the plan's pods where the plan said and KWOK runs them. KWOK pods serve nothing, so the load
-    test's requests fail — recorded as data, not a crash — and the exit handler tears it all down."""
+    """`gpuplace run --target kubernetes --runtime none`: kube-scheduler binds the plan's pods where the plan
+    said and KWOK runs them, but nothing serves them (no stand-in), so every request fails: the load-test
+    task fails, the run exits 1, the outputs written so far are kept, and the exit handler tears down."""
     import json
 
     from gpuplace.types import DeploymentRecord
@@ -159,15 +177,81 @@ def test_main_job_deploys_to_kubernetes(
         str(controlplane.kubeconfig),
         "--namespace",
         kube_namespace,
+        "--runtime",
+        "none",
     ]
-    assert main(argv) == 0
-    assert "kubernetes serving target" in capsys.readouterr().out
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert "load-test" in err and "FAILURE" in err and "what they wrote is kept" in err
+    assert "measured before the failure" in out
     run_dir = next((tmp_path / "runs").iterdir())
     record = DeploymentRecord.from_json_dict(
         json.loads(next(run_dir.rglob("deploy-inference/deployment")).read_text())
     )
     assert record.target == "kubernetes" and record.pods
     assert all(p.phase == "Running" and p.node == p.planned_node for p in record.pods)
+    assert all(math.isnan(p.provisioning_s) for p in record.pods)  # ready-to-serve not observed: unknown
     report = json.loads(next(run_dir.rglob("load-test/report")).read_text())
-    assert report["failed"] == 2
+    assert report["failed"] == 2 and report["completed"] == 0
     assert kube_api.list("apps/v1", "Deployment", kube_namespace) == []  # torn down by run id
+
+
+@pytest.mark.controlplane
+def test_main_job_compares_both_paths_on_the_testenv(
+    controlplane, kube_api, kube_namespace, tmp_path: Path, capsys, mlflow_server
+) -> None:  # type: ignore[no-untyped-def]
+    """The issue's "done when": `gpuplace run --compare --target kubernetes` against the testenv prints both
+    paths with the nodes and GPU devices read back from the API and their provisioning times, both served
+    by the KWOK stand-in's local engine, with one serving spec."""
+    import json
+
+    from gpuplace.profiling.device import local_unit
+    from gpuplace.types import DeploymentRecord
+
+    argv = [
+        "run",
+        "--compare",
+        "--workdir",
+        str(tmp_path / "runs"),
+        "--device",
+        "cpu",
+        "--inventory",
+        "h100-nvlink",
+        "--max-requests",
+        "4",
+        "--target",
+        "kubernetes",
+        "--kubeconfig",
+        str(controlplane.kubeconfig),
+        "--namespace",
+        kube_namespace,
+        "--mlflow-uri",
+        mlflow_server.uri,
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("native ", "kubeflow "))}
+    run_dir = next((tmp_path / "runs").iterdir())
+    records = {
+        path: DeploymentRecord.from_json_dict(
+            json.loads(next(run_dir.rglob(f"{task}/deployment")).read_text())
+        )
+        for path, task in (("native", "deploy-inference"), ("kubeflow", "serve-and-load-test"))
+    }
+    native, kubeflow = records["native"], records["kubeflow"]
+    assert native.serving == kubeflow.serving  # one spec, so the verdict stands
+    (npod,), (kpod,) = native.pods, kubeflow.pods
+    assert native.gpu_api == "dra" and npod.gpu_ids == npod.planned_gpu_ids and npod.gpu_ids
+    assert kubeflow.gpu_api == "device-plugin" and kpod.gpu_ids == () and kpod.placement_level == "node"
+    assert npod.node == kpod.node == npod.planned_node
+    assert npod.gpu_ids[0] in lines["native"] and "(node level)" in lines["kubeflow"]
+    for path, record in records.items():
+        assert record.runtime.startswith("local stand-in") and record.served_on == local_unit()
+        assert f"{record.provisioning().max:.2f}" in lines[path]
+    assert "comparison        winner" in out and "not scored: fragmentation" in out
+    comparison = json.loads(next(run_dir.rglob("compare-paths/comparison")).read_text())
+    assert {p["path"]: p["placement_level"] for p in comparison["paths"]} == {
+        "native": "device",
+        "kubeflow": "node",
+    }
+    assert kube_api.list("v1", "Pod", kube_namespace) == []  # the task pod deleted, the native path torn down

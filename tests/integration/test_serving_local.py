@@ -39,7 +39,25 @@ def test_deploy_local_records_a_ready_endpoint_and_provisioning(
     assert record.target == "local" and record.ready and record.pid
     assert record.endpoint.startswith("http://127.0.0.1:")
     assert Path(record.served_model_name, "tokenizer.json").is_file()
-    assert 0 < record.provisioning().p50 < 240
+    (pod,) = record.pods
+    assert 0 < pod.ready_s < 240  # deploy_local alone: created → /health; the first request is serve_local's
+
+
+def test_serve_local_times_the_first_request_and_reads_its_spec_from_the_process(tmp_path: Path) -> None:
+    from gpuplace.deploy.served import serve_local
+
+    record = serve_local("tiny", workdir=tmp_path, name="first", startup_timeout_s=240)
+    try:
+        (pod,) = record.pods
+        assert pod.created_at_s < pod.ready_at_s < pod.serving_at_s and 0 < pod.provisioning_s < 240
+        spec = record.serving
+        assert spec is not None and spec.engine == "transformers" and spec.args[0] == "serve"
+        assert "--port" not in spec.args and "--host" not in spec.args  # per-server, not what is served
+        from gpuplace.profiling.device import local_unit
+
+        assert spec.model_source == record.served_model_name and record.served_on == local_unit()
+    finally:
+        teardown_local(record)
 
 
 def test_loadtest_from_the_deployment_record_forces_lengths(

@@ -21,10 +21,11 @@ mlflow = pytest.importorskip("mlflow")
 from mlflow import MlflowClient  # noqa: E402
 
 from gpuplace.cli import main  # noqa: E402
-from gpuplace.compare.step import CompareOptions, MlflowOptions, run_compare_step  # noqa: E402
+from gpuplace.compare.step import CompareOptions, MlflowOptions  # noqa: E402
 from gpuplace.tracking import TrackingFailed, TrackingUnavailable, open_tracker  # noqa: E402
 from gpuplace.tracking.naming import path_metric_dict  # noqa: E402
 from gpuplace.tracking.server import LocalServer, free_port, start_local_server  # noqa: E402
+from gpuplace.tracking.step import compare_and_track  # noqa: E402
 from tests.support.sample import SamplePaths, write_sample_inputs  # noqa: E402
 
 SECRETS = {
@@ -81,7 +82,7 @@ def test_full_comparison_is_logged_and_reads_back(
         profile=str(sample.profile),
         manifests=str(manifests),
     )
-    out = run_compare_step(_options(sample, opts), tmp_path / "out")
+    out = compare_and_track(_options(sample, opts), tmp_path / "out")
     client = MlflowClient(server.uri)
     parent = client.get_run(out.mlflow_run_id)
     exp_id = parent.info.experiment_id
@@ -146,7 +147,7 @@ def test_nothing_secret_is_logged(
             "paths": (o.paths[0].__class__("native", str(leaky), o.paths[0].loadtest), o.paths[1]),
         }
     )
-    out = run_compare_step(o, tmp_path / "out")
+    out = compare_and_track(o, tmp_path / "out")
     client = MlflowClient(server.uri)
     exp = client.get_experiment_by_name("it-secrets")
     seen: list[str] = []

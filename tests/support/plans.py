@@ -8,12 +8,15 @@ shape (nodes, GPUs per replica) and the manifests are chosen by the test.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments, serving_spec
 from gpuplace.plandir import PlanDir, write_plan_dir
+from gpuplace.types import Inventory
 from gpuplace.types.plan import Candidate, Placement, PlacementPlan, Prediction, Slo
 from gpuplace.types.serving import ServingSpec
 
@@ -27,13 +30,16 @@ def sample_plan(
     gpus: int = 1,
     gpu: str = "H100-SXM5-80GB",
     prediction: Prediction | None = None,
+    first_gpu: int = 0,
+    link: str = "",
 ) -> PlacementPlan:
-    """A plan of ``len(nodes)`` replicas, one per node, each on ``gpus`` whole GPUs of ``gpu``."""
+    """A plan of ``len(nodes)`` replicas, one per node, each on ``gpus`` whole GPUs of ``gpu`` from index
+    ``first_gpu``, over ``link`` (default: nvlink for several GPUs)."""
     pred = prediction or Prediction(0.2, 0.4, 0.02, 0.03, 1.0, 4, 10.0)
     chosen = Candidate(gpu, "whole", gpus, len(nodes), prediction=pred, verdict="chosen", fit_score=1.0)
-    link = "nvlink" if gpus > 1 else "single"
+    link = link or ("nvlink" if gpus > 1 else "single")
     placements = tuple(
-        Placement(i, n, tuple(f"{n}/gpu{g}" for g in range(gpus)), link, 0, 1.0, 0.0)
+        Placement(i, n, tuple(f"{n}/gpu{g}" for g in range(first_gpu, first_gpu + gpus)), link, 0, 1.0, 0.0)
         for i, n in enumerate(nodes)
     )
     serving = ServingSpec(
@@ -60,6 +66,22 @@ def sample_plan(
         fragmentation_after=1.0,
         fit_threshold=0.85,
         serving=serving,
+    )
+
+
+def rendered_plan_dir(root: Path, plan: PlacementPlan, inventory: Inventory, *, image: str = "") -> PlanDir:
+    """``plan`` with its serving spec, manifests and KFP outputs rendered by the real builders for
+    ``inventory``, written as the plan step writes it (what `gpuplace plan` hands on, minus the search)."""
+    options = ServingOptions(image=image) if image else ServingOptions()
+    plan = replace(plan, serving=serving_spec(plan, inventory, options))
+    rendered = build_manifests(plan, inventory, options)
+    return write_plan_dir(
+        root,
+        plan,
+        manifests=rendered.apply,
+        alternatives=rendered.alternatives,
+        kfp=kfp_fragments(plan, inventory),
+        candidates_md="",
     )
 
 

@@ -154,25 +154,32 @@ def write_sample_inputs(
     ).path  # fmt: skip
 
     rng = random.Random(seed)
-    shapes = {  # path: (created→ready seconds per pod, ttft, tpot, every n-th request slow, gpu ids)
-        "native": (41.0, 0.09, 0.019, 12, ["h100-a-0/gpu0", "h100-a-0/gpu1"]),
-        "kubeflow": (63.0, 0.10, 0.020, 25, ["h100-a-0/gpu0", "h100-a-1/gpu0"]),
+    # path: (created→ready s per pod, ttft, tpot, every n-th request slow, nodes, DRA-allocated ids or none)
+    shapes = {
+        "native": (41.0, 0.09, 0.019, 12, ["h100-a-0", "h100-a-0"], ["h100-a-0/gpu0", "h100-a-0/gpu1"]),
+        "kubeflow": (63.0, 0.10, 0.020, 25, ["h100-a-0", "h100-a-1"], []),  # device plugin: node level
     }
     deployments, loadtests = {}, {}
-    for path, (ready_s, ttft, tpot, slow_every, gpus) in shapes.items():
+    for path, (ready_s, ttft, tpot, slow_every, nodes, gpus) in shapes.items():
         t0 = 1_800_000_000.0
         pods = tuple(
             PodRecord(
                 name=f"llama-8b-{path}-{i}",
-                node=gpu.split("/")[0],
+                node=node,
                 planned_node=placements[i]["node"],  # type: ignore[arg-type]
                 phase="Running",
                 created_at_s=t0 + i,
                 scheduled_at_s=t0 + i + 2.0,
                 ready_at_s=t0 + i + ready_s + i * 3.0,
-                gpu_ids=(gpu,),
+                serving_at_s=t0 + i + ready_s + i * 3.0 + 1.5,
+                gpu_ids=(gpus[i],) if gpus else (),
+                planned_gpu_ids=plan.placements[i].gpu_ids,
+                placement_level="device" if gpus else "node",
+                gpu_resource="gpu.nvidia.com" if gpus else "nvidia.com/gpu",
+                gpu_count=1,
+                timing="watch",
             )
-            for i, gpu in enumerate(gpus)
+            for i, node in enumerate(nodes)
         )
         dep = DeploymentRecord(
             target="kubernetes",
@@ -184,6 +191,11 @@ def write_sample_inputs(
             pods=pods,
             plan_id="sample-0001",
             notes=(SAMPLE_NOTE,),
+            serving=plan.serving,
+            path=path,
+            gpu_api="dra" if gpus else "device-plugin",
+            runtime="kubelet",
+            served_on="H100-SXM5-80GB",
         )
         dep_path = out / path / "deployment.json"
         dep_path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,10 +2,11 @@
 
 It serves ``/v1/completions`` and ``/v1/chat/completions`` (streaming SSE, one chunk per token after
 ``ttft_s`` and then every ``token_delay_s``, usage in the last chunk, optionally ``data: [DONE]``) and
-``/v1/models``, so the load tester's fault handling is tested against real sockets rather than a
-patched client, and the generator-capacity benchmark has a server that costs almost nothing per
-token. Faults are queued with ``POST /admin/fault`` (``{"kind": ..., "count": n, "after_tokens": k}``)
-or :meth:`FaultServer.inject`, and apply to the next ``count`` requests:
+``/v1/models`` (a request with ``"stream": false`` gets one JSON completion), so the load tester's
+fault handling is tested against real sockets rather than a patched client, and the generator-capacity
+benchmark has a server that costs almost nothing per token. Faults are queued with ``POST /admin/fault``
+(``{"kind": ..., "count": n, "after_tokens": k}``) or :meth:`FaultServer.inject`, and apply to the
+next ``count`` requests:
 
 ``http_500``, ``http_429``, ``http_400`` (an error status with a JSON body), ``drop`` (close the
 connection without answering), ``cut`` (close the connection after ``after_tokens`` chunks),
@@ -119,6 +120,15 @@ class FaultServer:
             assert request.transport is not None
             request.transport.close()
             return web.Response()  # never sent: the connection is gone
+        if body.get("stream") is False:  # an OpenAI server answers in one JSON document then
+            n = int(body.get("max_tokens") or 16)
+            if self.options.ttft_s:
+                await asyncio.sleep(self.options.ttft_s)
+            text = "".join(f" t{i}" for i in range(n))
+            choice = {"index": 0, "text": text, "finish_reason": "length"}
+            return web.json_response(
+                {"object": "text_completion", "model": self.options.model, "choices": [choice]}
+            )
         if self.options.max_parallel > 0:
             if self._slots is None:
                 self._slots = asyncio.Semaphore(self.options.max_parallel)

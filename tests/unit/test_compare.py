@@ -8,11 +8,13 @@ import math
 import pytest
 
 from gpuplace.catalog import load_gpu_catalog
-from gpuplace.compare import compare_paths, parse_assessed, parse_weights
+from gpuplace.compare import IncomparablePaths, compare_paths, parse_assessed, parse_weights
 from gpuplace.compare.metrics import (
+    HeldGpus,
     PathResult,
     fleet_after,
     gpu_hours_per_1k_requests,
+    held_gpus,
     latency_predictability,
     mean_abs_prediction_error,
     monthly_cost_usd,
@@ -24,68 +26,55 @@ from gpuplace.compare.roi import roi
 from gpuplace.compare.score import CRITERIA, flip_points, normalise, score
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory import load_inventory
-from gpuplace.types import DeploymentRecord, Distribution, PodRecord
+from gpuplace.types import DeploymentRecord, PodRecord
 from gpuplace.types.compare import Comparison, PathMetrics
-from gpuplace.types.loadtest import LatencyReport
-from gpuplace.types.plan import Prediction, Slo
+from gpuplace.types.plan import Prediction
 from tests.support.plans import sample_plan
+from tests.support.reports import latency_report as _report
 
-
-def _report(
-    ttft: list[float],
-    tpot: list[float],
-    *,
-    completed: int = 100,
-    duration_s: float = 100.0,
-    attainment: float = 1.0,
-) -> LatencyReport:
-    empty = Distribution.of(())
-    return LatencyReport(
-        requests=completed,
-        completed=completed,
-        failed=0,
-        errors={},
-        duration_s=duration_s,
-        ttft=Distribution.of(ttft),
-        tpot=Distribution.of(tpot),
-        itl=empty,
-        e2e=empty,
-        arrival_lag=empty,
-        request_throughput_rps=completed / duration_s,
-        output_throughput_tps=0.0,
-        total_token_throughput_tps=0.0,
-        input_tokens=0,
-        output_tokens=0,
-        goodput_rps=completed * attainment / duration_s,
-        slo_attainment=attainment,
-        peak_concurrency=1,
-        slo=Slo(ttft_p99_s=1.0, tpot_p99_s=0.1, rate_rps=1.0),
-    )
+SPEC = sample_plan().serving
 
 
 def _deployment(
-    ready: list[float], gpus: list[str] | None = None, target: str = "kubernetes"
+    serving: list[float],
+    gpus: list[str] | None = None,
+    target: str = "kubernetes",
+    *,
+    served_on: str = "",
+    node: str = "n",
+    node_level: int = 0,
 ) -> DeploymentRecord:
+    """Pods created at 0, 1, ... and ready to serve at ``serving``; DRA devices ``gpus``, or ``node_level``
+    device-plugin GPUs each."""
     pods = tuple(
-        PodRecord(f"p{i}", node="n", created_at_s=float(i), ready_at_s=r, gpu_ids=(gpus[i],) if gpus else ())
-        for i, r in enumerate(ready)
+        PodRecord(
+            f"p{i}",
+            node=node,
+            created_at_s=float(i),
+            serving_at_s=r,
+            gpu_ids=(gpus[i],) if gpus else (),
+            gpu_count=1 if gpus else node_level,
+            gpu_resource="nvidia.com/gpu" if gpus or node_level else "",
+            placement_level="device" if gpus else ("node" if node_level else "none"),
+        )
+        for i, r in enumerate(serving)
     )
-    return DeploymentRecord(target, "d", "ns", "http://x", "m", True, pods)
+    return DeploymentRecord(target, "d", "ns", "http://x", "m", True, pods, serving=SPEC, served_on=served_on)
 
 
 def _metrics(path: str, **figures: float) -> PathMetrics:
     base = dict.fromkeys(
         (f for f, t in PathMetrics.__dataclass_fields__.items() if t.type == "float"), math.nan
     )
-    base.update(figures)
-    return PathMetrics(path=path, serving_target="kubernetes", completed=1, failed=0, gpus=1, **base)  # type: ignore[arg-type]
+    base.update({"gpus": 1.0, **figures})
+    return PathMetrics(path=path, serving_target="kubernetes", completed=1, failed=0, **base)  # type: ignore[arg-type]
 
 
 # --- per-path metrics ---------------------------------------------------------------------------
 
 
-def test_provisioning_is_first_created_to_last_ready() -> None:
-    # pods created at 0 and 1, ready at 10 and 15 → 15 s; a pod that never got ready → NaN
+def test_provisioning_is_first_created_to_last_ready_to_serve() -> None:
+    # pods created at 0 and 1, first request answered at 10 and 15 → 15 s; a pod never seen serving → NaN
     assert provisioning_s(_deployment([10.0, 15.0])) == 15.0
     assert math.isnan(provisioning_s(_deployment([10.0, math.nan])))
     assert math.isnan(provisioning_s(_deployment([])))
@@ -115,15 +104,85 @@ def test_prediction_error_and_predictability() -> None:
 
 def test_fleet_after_and_cost_of_held_gpus() -> None:
     fleet = load_inventory("h100-nvlink")
-    after = fleet_after(fleet, ["h100-a-0/gpu0"])
+    after = fleet_after(fleet, {"h100-a-0/gpu0": 1.0})
     held = {g.id: g.allocated for _, g in after.devices()}
     assert held["h100-a-0/gpu0"] == 1.0 and held["h100-a-0/gpu1"] == 0.0
     assert {g.id: g.allocated for _, g in fleet.devices()}["h100-a-0/gpu0"] == 0.0  # input untouched
     catalog = load_gpu_catalog()
     price = catalog.get("H100-SXM5-80GB").price_usd_per_hour
-    assert monthly_cost_usd(fleet, ["h100-a-0/gpu0", "h100-a-1/gpu3"], catalog) == pytest.approx(
-        2 * price * 730
+    devices = HeldGpus({"h100-a-0/gpu0": 1.0, "h100-a-1/gpu3": 1.0}, {}, "device")
+    assert monthly_cost_usd(fleet, devices, catalog) == pytest.approx(2 * price * 730)
+    # node level: the node's GPU model × the pods' count; which devices is not needed for the price
+    assert monthly_cost_usd(fleet, HeldGpus({}, {"h100-b-0": ("nvidia.com/gpu", 2.0)}, "node"), catalog) == (
+        pytest.approx(2 * price * 730)
     )
+
+
+def test_a_time_sliced_gpu_counts_and_costs_its_share() -> None:
+    fleet = load_inventory("mixed-a100-h100-l4")
+    shared = next(n for n in fleet.nodes if n.gpu_sharing > 1)
+    dep = _deployment([5.0], node=shared.name, node_level=1)
+    held = held_gpus(dep, fleet)
+    assert held.count == pytest.approx(1 / shared.gpu_sharing)
+    catalog = load_gpu_catalog()
+    price = catalog.get(shared.gpus[0].gpu).price_usd_per_hour
+    assert monthly_cost_usd(fleet, held, catalog) == pytest.approx(price * 730 / shared.gpu_sharing)
+
+
+def test_node_level_placement_leaves_fragmentation_unknown_and_is_never_filled_from_the_plan() -> None:
+    fleet = load_inventory("h100-nvlink")
+    plan = sample_plan(nodes=("h100-a-0",), gpu="H100-SXM5-80GB")
+    result = PathResult("kubeflow", _deployment([5.0], node="h100-a-0", node_level=1), _report([0.1], [0.01]))
+    c = compare_paths(
+        [result, PathResult("native", _deployment([6.0], ["h100-a-0/gpu0"]), _report([0.1], [0.01]))],
+        plan=plan,
+        fleet=fleet,
+        catalog=load_gpu_catalog(),
+        fragmentation=lambda inv: 1.0,
+        weights={"fragmentation": 0.5, "tpot_p99": 0.5},
+        required_paths=("native", "kubeflow"),
+    )
+    m = c.path("kubeflow")
+    assert math.isnan(m.fragmentation_gpus) and m.placement_level == "node" and m.gpu_ids == ()
+    assert m.gpus == 1.0 and not math.isnan(m.cost_usd_per_month)
+    assert any("node level only" in n for n in m.notes)
+    assert c.path("native").fragmentation_gpus == 1.0 and c.path("native").gpu_ids == ("h100-a-0/gpu0",)
+    # unknown for one path: left out of the verdict for both, and said so
+    assert "fragmentation" in c.score.excluded and "kubeflow" in c.score.excluded["fragmentation"]
+    assert "fragmentation" not in c.score.normalised
+
+
+def test_prediction_error_only_for_the_device_it_predicts() -> None:
+    plan = sample_plan(gpu="H100-SXM5-80GB")
+    rep = _report([0.4] * 4, [0.03] * 4)
+    on_cpu = compare_paths(
+        [
+            PathResult("native", _deployment([5.0], served_on="cpu"), rep),
+            PathResult("kubeflow", _deployment([5.0], served_on="H100-SXM5-80GB"), rep),
+        ],
+        plan=plan,
+        weights={"tpot_p99": 1.0},
+    )
+    native, kubeflow = on_cpu.path("native"), on_cpu.path("kubeflow")
+    assert math.isnan(native.prediction_error) and math.isnan(native.ttft_p99_error)
+    assert native.predicted_ttft_p99_s == pytest.approx(0.4) and native.prediction_for == "H100-SXM5-80GB"
+    assert any("served on cpu" in n for n in native.notes)
+    assert kubeflow.ttft_p99_error == pytest.approx(0.0) and kubeflow.tpot_p99_error == pytest.approx(0.0)
+
+
+def test_different_serving_specs_refuse_a_verdict() -> None:
+    from dataclasses import replace
+
+    rep = _report([0.1], [0.01])
+    other = replace(_deployment([5.0]), serving=replace(SPEC, image="other:1", replicas=2))
+    with pytest.raises(IncomparablePaths) as refused:
+        compare_paths([PathResult("native", _deployment([5.0]), rep), PathResult("kubeflow", other, rep)])
+    text = str(refused.value)
+    assert "image: 'vllm/vllm-openai:v0.11.0' ≠ 'other:1'" in text and "replicas: 1 ≠ 2" in text
+    assert refused.value.exit_status == 1
+    unsaid = replace(_deployment([5.0]), serving=None)
+    with pytest.raises(IncomparablePaths, match="record of the kubeflow path does not say"):
+        compare_paths([PathResult("native", _deployment([5.0]), rep), PathResult("kubeflow", unsaid, rep)])
 
 
 def test_path_metrics_use_the_injected_fragmentation_and_note_the_local_target() -> None:
@@ -204,12 +263,15 @@ def test_flip_points_function_directly() -> None:
     assert fx.to_weight == pytest.approx(0.5) and fy.to_weight == pytest.approx(0.5)
 
 
-def test_missing_figure_with_weight_is_an_error_naming_path() -> None:
-    a = _metrics("native", tpot_p99_s=1.0)
-    b = _metrics("kubeflow", tpot_p99_s=1.0, cost_usd_per_month=3.0)
-    with pytest.raises(InvalidInput, match=r"cost_usd_per_month is unknown for native"):
-        score([a, b], {"tpot_p99": 0.5, "cost": 0.5})
-    assert score([a, b], {"tpot_p99": 1.0}).winner == ""  # weight 0 → ignored
+def test_a_weighted_figure_unknown_for_a_path_is_left_out_for_every_path() -> None:
+    a = _metrics("native", tpot_p99_s=1.0, cost_usd_per_month=math.nan)
+    b = _metrics("kubeflow", tpot_p99_s=2.0, cost_usd_per_month=3.0)
+    card = score([a, b], {"tpot_p99": 0.5, "cost": 0.5})
+    assert card.excluded == {"cost": "cost_usd_per_month unknown for native"}
+    assert card.totals == {"native": pytest.approx(0.5), "kubeflow": pytest.approx(0.25)}
+    assert card.winner == "native"
+    with pytest.raises(InvalidInput, match="every weighted criterion is unknown"):
+        score([a, b], {"cost": 1.0})
 
 
 # --- parameters ----------------------------------------------------------------------------------

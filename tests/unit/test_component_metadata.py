@@ -37,3 +37,20 @@ def test_metadata_and_readme(folder: Path) -> None:
     spec = component.component_spec
     assert set(meta["inputs"]) == set(spec.inputs or {}), f"{folder.name}: metadata inputs drifted"
     assert set(meta["outputs"]) == set(spec.outputs or {}), f"{folder.name}: metadata outputs drifted"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_component_is_a_thin_adapter(folder: Path) -> None:
+    """Read inputs, call the library, write outputs: 30 lines of body at most, heavy imports inside."""
+    import ast
+
+    tree = ast.parse((folder / "component.py").read_text())
+    top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    allowed = ("kfp", "typing", "gpuplace.components.images", "__future__")
+    for node in top:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        assert all(n.split(".")[0] in ("kfp", "typing", "__future__") or n in allowed for n in names), names
+    (function,) = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    body = function.body[1:] if isinstance(function.body[0], ast.Expr) else function.body  # the docstring
+    lines = body[-1].end_lineno - body[0].lineno + 1  # type: ignore[operator]
+    assert lines <= 30, f"{folder.name}: the component's body is {lines} lines"

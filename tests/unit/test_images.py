@@ -12,7 +12,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 import gpuplace
-from gpuplace.components.images import CPU_IMAGE, CUDA_IMAGE
+from gpuplace.components.images import CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((REPO / "images").glob("Dockerfile.*"))
@@ -23,14 +23,14 @@ def _parse(path: Path) -> DockerfileParser:
 
 
 def test_both_images_exist() -> None:
-    assert [p.name for p in DOCKERFILES] == ["Dockerfile.cpu", "Dockerfile.cuda"]
+    assert [p.name for p in DOCKERFILES] == ["Dockerfile.cpu", "Dockerfile.cuda", "Dockerfile.vllm"]
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
 def test_base_image_is_pinned(path: Path) -> None:
     base = _parse(path).baseimage
     assert base and ":" in base and not base.endswith(":latest"), base
-    pinned = re.search(r":\d+\.\d+", base) or "@sha256:" in base
+    pinned = re.search(r":v?\d+\.\d+", base) or "@sha256:" in base
     assert pinned, f"{path.name}: pin {base} to a version or digest"
 
 
@@ -65,11 +65,13 @@ def test_installs_gpuplace_from_the_source_tree_with_the_lock(path: Path) -> Non
 
 def test_component_image_tags_match_the_package_version() -> None:
     version = gpuplace.__version__.split("+")[0]
-    for image in (CPU_IMAGE, CUDA_IMAGE):
+    for image in (CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE):
         assert image.endswith(f":{version}")
     readme = (REPO / "images" / "README.md").read_text()
     for path in DOCKERFILES:
         header = path.read_text().splitlines()[1]
         tag = re.search(r"-t (\S+)", header)
-        assert tag and tag.group(1) in (CPU_IMAGE, CUDA_IMAGE), f"{path.name}: build command tags {tag}"
+        assert tag and tag.group(1) in (CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE), (
+            f"{path.name}: build command tags {tag}"
+        )
         assert tag.group(1) in readme

@@ -8,7 +8,6 @@ an HTTP response; no API server is involved (the control-plane tests in tests/in
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,12 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from gpuplace.errors import InvalidInput
 from gpuplace.k8s import errors
-from gpuplace.k8s.deploy import labelled, match_placements
+from gpuplace.k8s.labelling import labelled
+from gpuplace.k8s.measure import pair_with_plan
 from gpuplace.k8s.rbac import deployer_rbac
 from gpuplace.k8s.retry import Deadline, with_retries
-from gpuplace.k8s.rollout import deployment_progress, pod_record
-from gpuplace.labels import PLAN_LABEL, RUN_LABEL
+from gpuplace.k8s.rollout import deployment_progress
+from gpuplace.labels import PLAN_LABEL, REPLICA_LABEL, RUN_LABEL
 from gpuplace.types import PodRecord
 from gpuplace.types.plan import Placement
 
@@ -165,26 +165,6 @@ def test_rollout_completion(dep: dict[str, object], complete: bool) -> None:
     assert line.startswith("Deployment llm: ")
 
 
-def test_pod_record_times() -> None:
-    pod = {
-        "metadata": {"name": "llm-1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"nodeName": "n1"},
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
-                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"},
-            ],
-        },
-    }
-    rec = pod_record(pod)
-    assert (rec.node, rec.phase, rec.scheduling_s, rec.provisioning_s) == ("n1", "Running", 1.0, 4.0)
-    pending = pod_record(
-        {"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {}}
-    )
-    assert pending.node == "" and math.isnan(pending.scheduled_at_s) and math.isnan(pending.provisioning_s)
-
-
 def _placed(replica: int, node: str, gpu_ids: tuple[str, ...] = ()) -> Placement:
     return Placement(replica, node, gpu_ids, "single", None, 1.0, 0.0)
 
@@ -211,31 +191,46 @@ def test_labels_tie_objects_to_plan_and_run_but_templates_only_to_the_plan() -> 
     assert PLAN_LABEL not in json.dumps(deployment)  # the input is not mutated
 
 
-def test_placement_matching_prefers_the_planned_node() -> None:
+def _pod(name: str, node: str, replica: int | None = None) -> dict[str, object]:
+    labels = {REPLICA_LABEL: str(replica)} if replica is not None else {}
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node}}
+
+
+def test_pairing_with_the_plan_prefers_the_planned_node() -> None:
     placements = (_placed(0, "a", ("a/0",)), _placed(1, "b", ("b/0",)), _placed(2, "c", ("c/0",)))
-    pods = [PodRecord("p1", node="b"), PodRecord("p2", node="a"), PodRecord("p3", node="x")]
-    out = {p.name: p for p in match_placements(pods, placements, {})}
-    assert (out["p1"].planned_node, out["p1"].gpu_ids) == ("b", ("b/0",))
-    assert out["p2"].planned_node == "a"
-    assert out["p3"].planned_node == "c" and out["p3"].misplaced
+    pods = [_pod("p1", "b"), _pod("p2", "a"), _pod("p3", "x")]
+    out = pair_with_plan(pods, placements)
+    assert (out["p1"].node, out["p1"].gpu_ids) == ("b", ("b/0",))
+    assert out["p2"].node == "a"
+    assert out["p3"].node == "c"  # the pod on x is checked against c's placement: a mismatch
 
 
-def test_placement_matching_uses_replica_labels() -> None:
+def test_pairing_with_the_plan_uses_replica_labels() -> None:
     placements = (_placed(0, "a"), _placed(1, "b"))
-    pods = [PodRecord("p1", node="a"), PodRecord("p2", node="b")]
-    out = {p.name: p for p in match_placements(pods, placements, {"p1": 1, "p2": 0})}
-    assert out["p1"].planned_node == "b" and out["p1"].misplaced
+    out = pair_with_plan([_pod("p1", "a", 1), _pod("p2", "b", 0)], placements)
+    assert out["p1"].node == "b" and out["p2"].node == "a"
 
 
-def test_rbac_role_is_namespaced_and_minimal() -> None:
-    sa, role, binding = deployer_rbac("ns1")
+def test_a_pod_record_counts_a_node_mismatch_even_without_stored_mismatches() -> None:
+    assert PodRecord("p", node="x", planned_node="a").misplaced
+    assert not PodRecord("p", node="a", planned_node="a").misplaced
+    assert PodRecord("p", node="a", planned_node="a", mismatches=("claim outside the plan",)).misplaced
+
+
+def test_rbac_role_is_minimal_and_only_resource_slices_are_read_cluster_wide() -> None:
+    sa, role, binding, cluster_role, cluster_binding = deployer_rbac("ns1")
     assert (sa["kind"], role["kind"], binding["kind"]) == ("ServiceAccount", "Role", "RoleBinding")
     verbs = {v for r in role["rules"] for v in r["verbs"]}
-    assert verbs <= {"get", "list", "create", "patch", "delete"}
+    assert verbs <= {"get", "list", "watch", "create", "patch", "delete"}
     assert not any("secrets" in r["resources"] or "*" in r["resources"] for r in role["rules"])
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "gpuplace-deployer", "namespace": "ns1"}
     ]
+    # cluster-wide: read ResourceSlices, nothing else
+    assert cluster_role["rules"] == [
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["get", "list"]}
+    ]
+    assert cluster_binding["roleRef"]["name"] == cluster_role["metadata"]["name"] == "gpuplace-deployer-ns1"
 
 
 def test_deploy_dispatcher_rejects_unknown_targets_and_local_teardown_needs_a_record(tmp_path: Path) -> None:
@@ -253,15 +248,15 @@ def test_record_is_printed_with_provisioning_summary() -> None:
 
     pods = (
         PodRecord(
-            "a", node="n1", planned_node="n1", phase="Running", created_at_s=0, scheduled_at_s=1, ready_at_s=3
+            "a", node="n1", planned_node="n1", created_at_s=0, scheduled_at_s=1, ready_at_s=2, serving_at_s=3
         ),
         PodRecord(
-            "b", node="n2", planned_node="n1", phase="Running", created_at_s=0, scheduled_at_s=1, ready_at_s=5
+            "b", node="n2", planned_node="n1", created_at_s=0, scheduled_at_s=1, ready_at_s=2, serving_at_s=5
         ),
     )
     record = DeploymentRecord("kubernetes", "llm", "ns", "", "tiny", True, pods, notes=("x",))
     text = format_record(record)
-    assert "p50 4.0 s, max 5.0 s over 2 pods" in text
+    assert "p50 4.00 s, max 5.00 s over 2 pods" in text
     assert "note: x" in text
 
 
@@ -274,3 +269,20 @@ def test_unschedulable_reads_the_pod_scheduled_condition() -> None:
     assert unschedulable(refused)
     assert not unschedulable({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}})
     assert not unschedulable({})
+
+
+def test_stand_in_servers_are_registered_by_plan_and_run_and_forgotten_under_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuplace.deploy import _register_standin, _stop_standins, standin_records
+    from gpuplace.types import DeploymentRecord
+
+    monkeypatch.setenv("GPUPLACE_STATE_DIR", str(tmp_path))
+    server = DeploymentRecord(
+        "local", "kwok-p0", "", "http://127.0.0.1:1", "m", True
+    )  # no pid: nothing to kill
+    record = DeploymentRecord("kubernetes", "llm", "ns", "http://127.0.0.1:1", "m", True)
+    _register_standin(record, {"p0": server}, "ns", "plan1", "r1")
+    assert len(standin_records("ns", "plan1")) == 1 == len(standin_records("ns", "run-r1"))
+    assert _stop_standins("ns", ["run-r1"]) == 1
+    assert standin_records("ns", "plan1") == [] == standin_records("ns", "run-r1")

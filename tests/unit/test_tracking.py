@@ -17,7 +17,8 @@ from gpuplace.types.compare import PathMetrics
 def test_path_metric_keys_carry_units_and_drop_unknown_values() -> None:
     fields = {f: 0.5 for f, t in PathMetrics.__dataclass_fields__.items() if t.type == "float"}
     fields["cost_usd_per_month"] = math.nan
-    m = PathMetrics(path="native", serving_target="local", completed=3, failed=1, gpus=2, **fields)  # type: ignore[arg-type]
+    fields["gpus"] = 2.0
+    m = PathMetrics(path="native", serving_target="local", completed=3, failed=1, **fields)  # type: ignore[arg-type]
     d = path_metric_dict(m)
     assert d["ttft_p99_ms"] == 500.0 and d["provisioning_s"] == 0.5 and d["gpus"] == 2.0
     assert "cost_usd_per_month" not in d

@@ -3,7 +3,8 @@
 Reads the endpoint (a URL, or the deployment artifact of ``deploy_inference``), the plan (its SLO,
 traffic and prediction) and the workload parameters, runs one load test through
 ``gpuplace.loadtest.run`` and writes the per-request records, report.json, metrics and a Markdown
-summary. Only the standard library and kfp are imported at the top.
+summary; then it fails the task when no request succeeded. Only the standard library and kfp are
+imported at the top.
 """
 
 from kfp import dsl
@@ -65,7 +66,7 @@ def load_test(
 
     from gpuplace.deploy import read_record
     from gpuplace.loadtest.config import LoadTestConfig
-    from gpuplace.loadtest.run import run_loadtest_to_paths
+    from gpuplace.loadtest.run import require_served, run_loadtest_to_paths
     from gpuplace.loadtest.summary import report_metrics
 
     config = LoadTestConfig.from_params(
@@ -78,3 +79,4 @@ def load_test(
         metrics.log_metric(name, value)
     records.metadata.update({"format": "parquet", "rows": len(result.records)})
     report.metadata.update({"endpoint": config.endpoint, "errors": json.dumps(dict(result.report.errors))})
+    require_served(result, endpoint=config.endpoint)  # after the outputs: the task fails, they are kept

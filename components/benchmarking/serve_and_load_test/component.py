@@ -2,18 +2,21 @@
 :func:`gpuplace.deploy.inline.serve_and_load_test`.
 
 The pipeline places this task's pod from the plan at run time (kfp-kubernetes node affinity,
-tolerations, node selector, accelerator type/limit); the task serves the plan's model inside its
-own pod, load-tests it, stops it and writes the same outputs as ``deploy_inference`` + ``load_test``.
-Only the standard library and kfp are imported here.
+tolerations, node selector; accelerator type and count from the plan's outputs); the task serves the
+plan's serving spec inside its own pod (``backend=kfp``), load-tests it, stops it and writes the same
+outputs as ``deploy_inference`` + ``load_test``. ``backend=local`` serves with the local engine (the local
+runner), ``backend=testenv`` creates the pod KFP's driver would create on a gpuplace testenv (no KFP backend
+runs there). The task fails when no request succeeded, after its outputs are written. Only the standard
+library and kfp are imported here.
 """
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Markdown, Metrics, Output
 
-from gpuplace.components.images import CUDA_IMAGE
+from gpuplace.components.images import SERVING_IMAGE
 
 
-@dsl.component(base_image=CUDA_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=SERVING_IMAGE, install_kfp_package=False)
 def serve_and_load_test(
     plan: Input[Artifact],
     deployment: Output[Artifact],
@@ -30,8 +33,13 @@ def serve_and_load_test(
     max_requests: int = 20,
     seed: int = 0,
     startup_timeout_s: float = 300.0,
+    backend: str = "kfp",
+    kubeconfig: str = "",
+    namespace: str = "default",
+    run_id: str = "",
+    allow_misplacement: bool = False,
 ) -> str:
-    """Serve the plan's model in this task's pod and load-test it; returns the one-line verdict.
+    """Serve the plan in this task's pod and load-test it; returns the one-line verdict.
 
     Args:
         plan: Plan directory written by plan_placement.
@@ -43,26 +51,28 @@ def serve_and_load_test(
         concurrency: Requests in flight at most; 0 = unbounded (open loop) or 1 (closed loop).
         max_requests: Requests to send.
         seed: Seed of lengths, arrivals and prompts.
-        startup_timeout_s: Deadline for the server to become ready.
+        startup_timeout_s: Deadline for the server to answer its first request.
+        backend: kfp (serve the plan's spec in this pod), local (the local engine on this machine) or
+            testenv (create this task's pod on the gpuplace testenv of `kubeconfig`, served by its stand-in).
+        kubeconfig: The testenv's kubeconfig (backend testenv).
+        namespace: Namespace of the task pod (backend testenv).
+        run_id: Pipeline run id to label the task pod with (backend testenv).
+        allow_misplacement: Keep going when the task pod is not on its planned node.
     """
     params = dict(locals())  # the load-test parameters, by the names gpuplace.loadtest.config.PARAMS reads
-    import json
-
-    from gpuplace.deploy.inline import serve_and_load_test as run
+    from gpuplace.deploy.inline import check_served, serve_and_load_test_task
     from gpuplace.loadtest.summary import report_metrics
 
-    result = run(
+    result = serve_and_load_test_task(
         plan.path,
         params,
-        workdir=deployment.path + ".server",
+        deployment=deployment.path,
         records=records.path,
         report=report.path,
         summary=summary.path,
-        startup_timeout_s=startup_timeout_s,
     )
-    with open(deployment.path, "w") as f:
-        json.dump(result.deployment.to_json_dict(), f, indent=2)
     for name, value in report_metrics(result.loadtest.report, result.loadtest.prediction).items():
         metrics.log_metric(name, value)
+    check_served(result)
     r = result.loadtest.report
     return f"{r.completed} requests completed, {r.failed} failed"

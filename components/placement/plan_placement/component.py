@@ -3,7 +3,8 @@
 Reads a profile and an inventory (a fleet name/path, or the JSON ``discover_inventory`` wrote), plans
 the cheapest placement meeting the SLO, and writes ``plan.json``, the manifests folder, the candidate
 table and KFP Metrics. The node affinity, tolerations and node selector JSON come back as output
-parameters for kfp-kubernetes (``add_node_affinity_json`` etc.) on the serving task.
+parameters for kfp-kubernetes (``add_node_affinity_json`` etc.) on the serving task, and the GPU resource
+and count (a string) for its ``set_accelerator_type`` / ``set_accelerator_limit``.
 """
 
 from typing import NamedTuple
@@ -33,8 +34,17 @@ def plan_placement(
     prices: dict = {},  # noqa: B006  # KFP parameters are JSON; a literal default is how KFP spells it
     breach_penalty_usd: float = 0.0,
     numa_align: bool = False,
+    image: str = "",
 ) -> NamedTuple(
-    "Outputs", [("node_affinity", dict), ("tolerations", list), ("node_selector", dict), ("plan_id", str)]
+    "Outputs",
+    [
+        ("node_affinity", dict),
+        ("tolerations", list),
+        ("node_selector", dict),
+        ("accelerator_type", str),
+        ("accelerator_count", str),
+        ("plan_id", str),
+    ],
 ):  # type: ignore[valid-type]
     """Plan a topology-aware placement meeting a latency SLO at the lowest cost.
 
@@ -53,6 +63,7 @@ def plan_placement(
         prices: USD per GPU-hour by catalog GPU name, overriding the catalog.
         breach_penalty_usd: Cost of one SLA breach, for the expected breach cost.
         numa_align: Size CPUs to the GPUs' share of their NUMA node.
+        image: Serving image of the plan's manifests; empty = vLLM's OpenAI server image.
     """
     params = dict(locals())  # the plan parameters, by the names PlanRequest.from_params reads
     from collections import namedtuple
@@ -76,10 +87,7 @@ def plan_placement(
     for name, value in result.metrics.items():
         metrics.log_metric(name, value)
     plan.metadata.update({"plan_id": result.plan.plan_id, "format": "gpuplace-plan-dir"})
-    outputs = namedtuple("Outputs", ["node_affinity", "tolerations", "node_selector", "plan_id"])
-    return outputs(
-        result.kfp["node_affinity"],
-        result.kfp["tolerations"],
-        result.kfp["node_selector"],
-        result.plan.plan_id,
-    )
+    names = ["node_affinity", "tolerations", "node_selector", "accelerator_type", "accelerator_count"]
+    outputs = namedtuple("Outputs", [*names, "plan_id"])
+    # accelerator_count is a string: KFP's driver resolves only strings in set_accelerator_limit
+    return outputs(*(result.kfp[n] for n in names), result.plan.plan_id)

@@ -63,14 +63,15 @@ def compare_paths(
     import tempfile
     from pathlib import Path
 
-    from gpuplace.compare.step import CompareOptions, parse_path_inputs, run_compare_step
+    from gpuplace.compare.step import CompareOptions, parse_path_inputs
     from gpuplace.report import headline_metrics
+    from gpuplace.tracking.step import compare_and_track
 
     paths = parse_path_inputs(
         native_deployment.path, native_loadtest.path, kubeflow_deployment.path, kubeflow_loadtest.path
     )
     params["plan"] = plan.path if plan is not None else ""
-    result = run_compare_step(
+    result = compare_and_track(
         CompareOptions.from_params(params, paths), Path(tempfile.mkdtemp(prefix="compare-"))
     )
     shutil.copyfile(result.comparison_json, comparison.path)

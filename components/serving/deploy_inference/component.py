@@ -23,6 +23,11 @@ def deploy_inference(
     run_id: str = "",
     timeout_s: float = 300.0,
     on_failure: str = "teardown",
+    gpu_api: str = "auto",
+    runtime: str = "auto",
+    allow_misplacement: bool = False,
+    create_namespace: bool = False,
+    path: str = "",
 ) -> str:
     """Deploy a placement plan and wait until it serves; returns the endpoint URL.
 
@@ -34,29 +39,17 @@ def deploy_inference(
         run_id: Pipeline run id to label the objects with (pass dsl.PIPELINE_JOB_ID_PLACEHOLDER).
         timeout_s: Deadline for applying and rolling out.
         on_failure: teardown | rollback | keep — what to do with applied objects when the rollout fails.
+        gpu_api: auto | dra (claim each replica's planned GPUs; placement measured per GPU) | device-plugin.
+        runtime: auto | kubelet | standin (a gpuplace testenv: a local engine per KWOK pod) | none.
+        allow_misplacement: Keep a deployment whose pods are not where the plan put them (default: fail).
+        create_namespace: Create the namespace when it does not exist.
+        path: The orchestration path this deploy is ("native" in orchestration_comparison).
     """
-    import json
+    params = dict(locals())  # the deploy parameters, by the names gpuplace.deploy.deploy_task reads
+    from gpuplace.deploy import deploy_metrics, deploy_task
 
-    from gpuplace.deploy import deploy
-
-    record = deploy(
-        plan.path,
-        target=target,
-        kubeconfig=kubeconfig or ("in-cluster" if target == "kubernetes" else None),
-        namespace=namespace,
-        run_id=run_id,
-        timeout_s=timeout_s,
-        on_failure=on_failure,
-        workdir=deployment.path + ".local",
-        log=print,
-    )
-    with open(deployment.path, "w") as f:
-        json.dump(record.to_json_dict(), f, indent=2)
-    dist = record.provisioning()
-    metrics.log_metric("pods", float(len(record.pods)))
-    metrics.log_metric("misplaced_pods", float(len(record.mismatches())))
-    if dist.count:
-        metrics.log_metric("provisioning_p50_s", dist.median)
-        metrics.log_metric("provisioning_max_s", dist.max)
+    record = deploy_task(plan.path, deployment.path, params)
+    for name, value in deploy_metrics(record).items():
+        metrics.log_metric(name, value)
     deployment.metadata.update({"target": target, "namespace": namespace, "plan_id": record.plan_id})
     return record.endpoint

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(command.run(args))
     except GpuplaceError as e:
         print(f"gpuplace {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_status
     except KeyboardInterrupt:
         print(f"gpuplace {args.command}: interrupted", file=sys.stderr)
         return 130

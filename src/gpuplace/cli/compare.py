@@ -63,8 +63,9 @@ class CompareCommand(Command):
         add_mlflow_flags(p)
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.compare.step import CompareOptions, parse_path_inputs, run_compare_step
+        from gpuplace.compare.step import CompareOptions, parse_path_inputs
         from gpuplace.report.render import flip_lines, verdict_line
+        from gpuplace.tracking.step import compare_and_track
 
         paths = parse_path_inputs(
             args.native_deployment,
@@ -75,7 +76,7 @@ class CompareCommand(Command):
             args.kubeflow_sweep,
         )
         options = CompareOptions.from_params(vars(args), paths)
-        result = run_compare_step(options, args.out)
+        result = compare_and_track(options, args.out)
         print(verdict_line(result.comparison).replace("**", ""))
         for line in flip_lines(result.comparison):
             print(line.replace("**", ""))

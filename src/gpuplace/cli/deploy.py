@@ -43,26 +43,58 @@ class DeployCommand(Command):
             help="what to do with applied objects when the rollout fails",
         )
         p.add_argument(
-            "--strict-placement", action="store_true", help="exit 1 when a pod is not on its planned node"
+            "--gpu-api",
+            choices=("auto", "dra", "device-plugin"),
+            default="auto",
+            help="how pods get GPUs: dra claims each replica's planned devices (placement measured per GPU); "
+            "device-plugin uses nvidia.com/gpu (node level only); auto: dra when the DRA driver publishes "
+            "every planned GPU",
+        )
+        p.add_argument(
+            "--runtime",
+            choices=("auto", "kubelet", "standin", "none"),
+            default="auto",
+            help="what serves the pods: kubelet (a real cluster; first request through the API server's pod "
+            "proxy), standin (KWOK: a local engine per pod on this machine), none (do not wait for the first "
+            "request: provisioning unknown); auto: standin on a gpuplace testenv, else kubelet",
+        )
+        p.add_argument(
+            "--allow-misplacement",
+            action="store_true",
+            help="keep a deployment whose pods are not where the plan put them (default: fail and clean up)",
+        )
+        p.add_argument(
+            "--create-namespace", action="store_true", help="create the namespace when it does not exist"
         )
         p.add_argument("--out", default=".", help="directory for deployment.json")
 
     def run(self, args: argparse.Namespace) -> int:
         from gpuplace.deploy import deploy, format_record, write_record
+        from gpuplace.k8s.measure import PlacementMismatch
 
-        record = deploy(
-            args.plan_dir,
-            target=args.target,
-            kubeconfig=args.kubeconfig,
-            context=args.context,
-            namespace=args.namespace,
-            run_id=args.run_id,
-            timeout_s=args.timeout,
-            on_failure=args.on_failure,
-            workdir=Path(args.out) / "local",
-            log=lambda m: print(m, file=sys.stderr, flush=True),
-        )
+        try:
+            record = deploy(
+                args.plan_dir,
+                target=args.target,
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                namespace=args.namespace,
+                run_id=args.run_id,
+                timeout_s=args.timeout,
+                on_failure=args.on_failure,
+                workdir=Path(args.out) / "local",
+                log=lambda m: print(m, file=sys.stderr, flush=True),
+                gpu_api=args.gpu_api,
+                runtime=args.runtime,
+                allow_misplacement=args.allow_misplacement,
+                create_namespace=args.create_namespace,
+            )
+        except PlacementMismatch as e:
+            path = write_record(e.record, args.out)
+            print(format_record(e.record))
+            print(f"wrote {path} (placement does not match the plan)")
+            raise
         path = write_record(record, args.out)
         print(format_record(record))
         print(f"wrote {path}")
-        return 1 if args.strict_placement and record.mismatches() else 0
+        return 0

@@ -15,7 +15,9 @@ class RunCommand(Command):
         "Run the llm_placement pipeline (--compare: orchestration_comparison) on this machine through\n"
         "kfp's local runner: profile on this device, plan, deploy to the local serving target (or a\n"
         "cluster with --target kubernetes), load-test, and log to MLflow. Prints one line per task and\n"
-        "a summary; every task's output and the runner's log are kept in the run directory."
+        "a summary; every task's output and the runner's log are kept in the run directory. A failed\n"
+        "task fails the run (exit status 1): no request served, pods off their plan, or two paths that\n"
+        "ran different serving specs."
     )
     epilog = "example: gpuplace run --compare"
 
@@ -44,6 +46,12 @@ class RunCommand(Command):
         p.add_argument("--kubeconfig", default="", help="the cluster for --target kubernetes")
         p.add_argument("--namespace", default="default", help="namespace for --target kubernetes")
         p.add_argument(
+            "--runtime",
+            choices=("auto", "kubelet", "standin", "none"),
+            default="auto",
+            help="what serves the pods with --target kubernetes (gpuplace deploy --runtime)",
+        )
+        p.add_argument(
             "--mlflow-uri",
             default="",
             help="MLflow server (default: $MLFLOW_TRACKING_URI, else a local store)",
@@ -51,7 +59,7 @@ class RunCommand(Command):
         p.add_argument("--verbose", action="store_true", help="show the runner's and the tasks' own logs")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.jobs.main import MainJobConfig, format_summary, run_main_job
+        from gpuplace.jobs.main import MainJobConfig, PipelineFailed, format_summary, run_main_job
 
         config = MainJobConfig(
             workdir=Path(args.workdir),
@@ -67,12 +75,18 @@ class RunCommand(Command):
             target=args.target,
             kubeconfig=args.kubeconfig,
             namespace=args.namespace,
+            runtime=args.runtime,
             mlflow_uri=args.mlflow_uri,
             verbose=args.verbose,
         )
         pipeline = "orchestration_comparison" if args.compare else "llm_placement"
         print(f"gpuplace run: {pipeline} through kfp's local runner")
-        result = run_main_job(config)
+        try:
+            result = run_main_job(config)
+        except PipelineFailed as e:
+            if e.partial:
+                print(f"\nmeasured before the failure:\n{e.partial}\n")
+            raise
         print()
         print(format_summary(result))
         return 0

@@ -15,7 +15,7 @@ from gpuplace.catalog import GpuCatalog
 from gpuplace.compare.metrics import FragmentationFn, PathResult, path_metrics
 from gpuplace.compare.roi import roi
 from gpuplace.compare.score import CRITERIA, DEFAULT_WEIGHTS, parse_assessed, parse_weights, score
-from gpuplace.errors import InvalidInput, UnknownName
+from gpuplace.errors import CheckFailed, InvalidInput, UnknownName
 from gpuplace.types import Inventory
 from gpuplace.types.compare import PATHS, Comparison
 from gpuplace.types.plan import PlacementPlan
@@ -25,11 +25,39 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "PATHS",
     "FragmentationFn",
+    "IncomparablePaths",
     "PathResult",
     "compare_paths",
     "parse_assessed",
     "parse_weights",
 ]
+
+
+class IncomparablePaths(CheckFailed):
+    """The two paths did not serve the same thing, so no verdict on orchestration can be drawn."""
+
+
+def check_same_serving(results: Sequence[PathResult]) -> None:
+    """Raise :class:`IncomparablePaths` unless every path's deployment record holds the same serving spec."""
+    missing = [r.path for r in results if r.deployment.serving is None]
+    if missing:
+        raise IncomparablePaths(
+            f"no verdict: the deployment record of the {' and '.join(missing)} path does not say which "
+            "serving spec ran, so the paths cannot be shown to serve the same thing. Re-deploy with this "
+            "gpuplace (docs/comparison.md#same-spec)."
+        )
+    first = results[0]
+    for other in results[1:]:
+        assert first.deployment.serving is not None and other.deployment.serving is not None
+        diff = first.deployment.serving.differences(other.deployment.serving)
+        if diff:
+            raise IncomparablePaths(
+                f"no verdict: the {first.path} and {other.path} paths ran different serving specs "
+                f"({first.path} ≠ {other.path}), so a difference in their figures would not be the "
+                "orchestration's:\n  "
+                + "\n  ".join(diff)
+                + "\nRun both from one plan with one engine and image (docs/comparison.md#same-spec)."
+            )
 
 
 def compare_paths(
@@ -65,6 +93,7 @@ def compare_paths(
             f"no results for the {' and '.join(missing)} path",
             "Give each path's deployment record and load-test report (docs/comparison.md#inputs)",
         )
+    check_same_serving(results)
     if not (penalty_usd_per_breach >= 0 and math.isfinite(penalty_usd_per_breach)):
         raise InvalidInput(
             "penalty_usd_per_breach", penalty_usd_per_breach, "must be a non-negative number", ""

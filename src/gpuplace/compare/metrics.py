@@ -1,21 +1,25 @@
 """Per-path metrics of the native-vs-Kubeflow comparison, as pure functions of the records.
 
-Each figure is defined in docs/comparison.md: provisioning latency from the deployment record, latency
-and goodput from the load-test report, GPU-hours per 1k requests, monthly cost, FGD fragmentation of
-the fleet after this path's placement, expected SLA-breach cost, and predicted-vs-measured error.
-Nothing here reads files or talks to a server; fragmentation is computed by a function passed in
-(the planner's FGD), so the same code runs in tests with a hand-written one.
+Each figure is defined in docs/comparison.md: provisioning latency (created → first successful request)
+from the deployment record, latency and goodput from the load-test report, and GPU-hours per 1k
+requests, monthly cost and FGD fragmentation of the fleet from the placement the deploy *measured*: the
+DRA-allocated devices, or at node level the node and the GPU count of the pods' limits. What the
+measurement cannot give is NaN with a note (fragmentation at node level; everything GPU on the local
+target) — the plan's figures are never used in its place. The prediction error is computed only when
+the requests were served by the GPU the prediction is for. Nothing here reads files or talks to a
+server; fragmentation is computed by a function passed in (the planner's FGD).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.loadtest.metrics import prediction_error as _prediction_rows
 from gpuplace.types import DeploymentRecord, GpuDevice, Inventory
+from gpuplace.types.catalog import GpuSpec
 from gpuplace.types.compare import PathMetrics
 from gpuplace.types.loadtest import LatencyReport
 from gpuplace.types.plan import PlacementPlan, Prediction
@@ -34,15 +38,19 @@ class PathResult:
 
 
 def provisioning_s(deployment: DeploymentRecord) -> float:
-    """First pod created → last pod ready: how long until every replica serves; NaN if one never did."""
+    """First pod created → last pod ready to serve (its first successful request): how long until every
+    replica serves; NaN if that was not observed for a pod."""
     pods = deployment.pods
-    if not pods or any(math.isnan(p.ready_at_s) for p in pods):
+    if not pods or any(math.isnan(p.serving_at_s) or math.isnan(p.created_at_s) for p in pods):
         return math.nan
-    return max(p.ready_at_s for p in pods) - min(p.created_at_s for p in pods)
+    return max(p.serving_at_s for p in pods) - min(p.created_at_s for p in pods)
 
 
-def gpu_hours_per_1k_requests(gpus: int, wall_s: float, completed: int) -> float:
-    """Allocated GPUs × wall hours ÷ completed requests × 1000 (DESIGN.md); inf when none completed."""
+def gpu_hours_per_1k_requests(gpus: float, wall_s: float, completed: int) -> float:
+    """Allocated GPUs × wall hours ÷ completed requests × 1000 (DESIGN.md); inf when none completed, NaN
+    when the GPUs held are unknown."""
+    if math.isnan(gpus):
+        return math.nan
     if completed <= 0:
         return math.inf
     return gpus * (wall_s / 3600.0) / completed * 1000.0
@@ -61,12 +69,22 @@ def sla_breach_cost_usd_per_month(breaches_per_month: float, penalty_usd_per_bre
     return breaches_per_month * penalty_usd_per_breach
 
 
+def prediction_applies(deployment: DeploymentRecord, plan: PlacementPlan | None) -> bool:
+    """Whether the plan's latency prediction is for the device that served this path's requests."""
+    return plan is not None and bool(deployment.served_on) and deployment.served_on == plan.chosen.unit
+
+
+def prediction_errors(report: LatencyReport, predicted: Prediction | None) -> dict[str, float]:
+    """(measured − predicted) / predicted of p99 TTFT and p99 TPOT (keys ``ttft_p99_s``, ``tpot_p99_s``)."""
+    if predicted is None:
+        return {}
+    rows = _prediction_rows(report, predicted)
+    return {k: r["error"] for k, r in rows.items() if k.endswith("p99_s") and not math.isnan(r["error"])}
+
+
 def mean_abs_prediction_error(report: LatencyReport, predicted: Prediction | None) -> float:
     """Mean of |measured − predicted| / predicted over p99 TTFT and p99 TPOT; NaN without a prediction."""
-    if predicted is None:
-        return math.nan
-    rows = _prediction_rows(report, predicted)
-    errors = [abs(r["error"]) for k, r in rows.items() if k.endswith("p99_s") and not math.isnan(r["error"])]
+    errors = [abs(e) for e in prediction_errors(report, predicted).values()]
     return sum(errors) / len(errors) if errors else math.nan
 
 
@@ -76,41 +94,87 @@ def latency_predictability(report: LatencyReport) -> float:
     return sum(ratios) / len(ratios) if ratios else math.nan
 
 
-def allocated_gpu_ids(
-    deployment: DeploymentRecord, plan: PlacementPlan | None
-) -> tuple[tuple[str, ...], str]:
-    """The GPU ids this path holds, and where they came from: the pods' own, else the plan's."""
-    from_pods = tuple(g for p in deployment.pods for g in p.gpu_ids)
-    if from_pods:
-        return from_pods, "measured placement"
-    if plan is not None and plan.placements:
-        return tuple(g for p in plan.placements for g in p.gpu_ids), "plan"
-    return (), ""
+@dataclass(frozen=True, slots=True)
+class HeldGpus:
+    """The GPUs a path held, from its measured placement: device ids with the share each is held at
+    (DRA), or per-node counts (device plugin: which devices is not known)."""
+
+    devices: Mapping[str, float]  # inventory id → share held (1 whole, 1/replicas of a time-sliced GPU)
+    by_node: Mapping[str, tuple[str, float]]  # node → (GPU resource, GPUs × share) at node level
+    level: str  # "device", "node", "mixed", "none"
+
+    @property
+    def count(self) -> float:
+        return math.fsum(self.devices.values()) + math.fsum(n for _, n in self.by_node.values())
 
 
-def fleet_after(fleet: Inventory, gpu_ids: Sequence[str]) -> Inventory:
-    """The fleet with ``gpu_ids`` marked fully allocated (a pure copy; unknown ids are ignored)."""
-    taken = set(gpu_ids)
+def _share(fleet: Inventory | None, node: str, resource: str) -> float:
+    """The share of a GPU one unit of ``resource`` is on ``node``: 1/replicas of a time-sliced GPU."""
+    if fleet is None or resource != "nvidia.com/gpu":
+        return 1.0
+    try:
+        return 1.0 / max(1, fleet.node(node).gpu_sharing)
+    except KeyError:
+        return 1.0
+
+
+def held_gpus(deployment: DeploymentRecord, fleet: Inventory | None) -> HeldGpus:
+    """What the pods hold, as measured; nothing is taken from the plan."""
+    devices: dict[str, float] = {}
+    by_node: dict[str, tuple[str, float]] = {}
+    levels = set()
+    for p in deployment.pods:
+        if p.gpu_ids:
+            levels.add("device")
+            for g in p.gpu_ids:
+                devices[g] = devices.get(g, 0.0) + 1.0
+        elif p.gpu_count and p.node:
+            levels.add("node")
+            resource, n = by_node.get(p.node, (p.gpu_resource, 0.0))
+            by_node[p.node] = (resource, n + p.gpu_count * _share(fleet, p.node, p.gpu_resource))
+    level = "mixed" if len(levels) > 1 else (levels.pop() if levels else "none")
+    return HeldGpus(devices, by_node, level)
+
+
+def fleet_after(fleet: Inventory, held: Mapping[str, float]) -> Inventory:
+    """The fleet with each held device's share added to what it already had in use (a pure copy)."""
 
     def take(g: GpuDevice) -> GpuDevice:
-        return replace(g, allocated=1.0) if g.id in taken else g
+        return replace(g, allocated=min(1.0, g.allocated + held[g.id])) if g.id in held else g
 
     nodes = tuple(replace(n, gpus=tuple(take(g) for g in n.gpus)) for n in fleet.nodes)
     return replace(fleet, nodes=nodes)
 
 
-def monthly_cost_usd(fleet: Inventory, gpu_ids: Sequence[str], catalog: GpuCatalog) -> float:
-    """Catalog price of the held GPUs × 730 h; a MIG slice costs its share of compute slices."""
+def _price_share(spec: GpuSpec, mig_profile: str) -> float:
+    if not mig_profile:
+        return 1.0
+    profile = next(m for m in spec.mig_profiles if m.name == mig_profile)
+    return profile.compute_slices / spec.compute_slices
+
+
+def monthly_cost_usd(fleet: Inventory, held: HeldGpus, catalog: GpuCatalog) -> float:
+    """Catalog price × 730 h of what was held: each device at its share (a MIG slice at its share of compute
+    slices); at node level the node's GPU model × count × share. NaN when a GPU is not in the fleet."""
     devices = {g.id: g for _, g in fleet.devices()}
     total = 0.0
-    for gid in gpu_ids:
-        g = devices[gid]
+    for gid, share in held.devices.items():
+        g = devices.get(gid)
+        if g is None or not g.gpu:
+            return math.nan
         spec = catalog.get(g.gpu)
-        share = 1.0
-        if g.mig_profile:
-            profile = next(m for m in spec.mig_profiles if m.name == g.mig_profile)
-            share = profile.compute_slices / spec.compute_slices
-        total += spec.price_usd_per_hour * share
+        total += spec.price_usd_per_hour * _price_share(spec, g.mig_profile) * share
+    for node, (resource, count) in held.by_node.items():
+        try:
+            gpus = fleet.node(node).gpus
+        except KeyError:
+            return math.nan
+        profile = resource.removeprefix("nvidia.com/mig-") if resource.startswith("nvidia.com/mig-") else ""
+        models = {g.gpu for g in gpus if g.mig_profile == profile} or {g.gpu for g in gpus}
+        if len(models) != 1 or "" in models:
+            return math.nan  # a node of several GPU models: which one the device plugin gave is unknown
+        spec = catalog.get(models.pop())
+        total += spec.price_usd_per_hour * _price_share(spec, profile) * count
     return total * HOURS_PER_MONTH
 
 
@@ -123,35 +187,58 @@ def path_metrics(
     fragmentation: FragmentationFn | None,
     penalty_usd_per_breach: float,
 ) -> PathMetrics:
-    """Every comparison figure of one path (docs/comparison.md#metrics)."""
+    """Every comparison figure of one path (docs/comparison.md#metrics), from what was measured."""
     dep, rep = result.deployment, result.report
     notes: list[str] = []
-    gpu_ids, gpu_source = allocated_gpu_ids(dep, plan)
-    known_ids = {g.id for _, g in fleet.devices()} if fleet is not None else set()
-    in_fleet = bool(gpu_ids) and all(g in known_ids for g in gpu_ids)
-    gpus = len(gpu_ids) if gpu_ids else max(len(dep.pods), 1)
-    if not gpu_ids:
-        notes.append(f"no GPU ids in the deployment or the plan: counted {gpus} GPU per pod")
+    held = held_gpus(dep, fleet)
+    gpus = held.count if held.level != "none" else math.nan
+    if held.level == "none":
+        notes.append(
+            "no GPUs held through Kubernetes (local serving): GPU-hours, cost and fragmentation unknown"
+        )
 
     cost, cost_source = math.nan, ""
-    if in_fleet and fleet is not None and catalog is not None:
-        cost, cost_source = monthly_cost_usd(fleet, gpu_ids, catalog), f"catalog prices ({gpu_source})"
-    elif plan is not None and not math.isnan(plan.cost_usd_per_month):
-        cost, cost_source = plan.cost_usd_per_month, "plan"
+    if held.level != "none" and fleet is not None and catalog is not None:
+        cost = monthly_cost_usd(fleet, held, catalog)
+        cost_source = {
+            "device": "catalog prices of the allocated devices",
+            "node": "catalog price of each node's GPU × GPUs in the pods' limits (node level)",
+        }.get(held.level, "catalog prices (devices and node level)")
+        if math.isnan(cost):
+            cost_source = ""
+            notes.append("cost unknown: a held GPU is not in the fleet, or its node has several GPU models")
 
     frag, frag_source, ratio = math.nan, "", math.nan
-    if in_fleet and fleet is not None and fragmentation is not None:
-        frag, frag_source = fragmentation(fleet_after(fleet, gpu_ids)), f"FGD of the fleet ({gpu_source})"
-    elif plan is not None and not math.isnan(plan.fragmentation_after):
-        frag, frag_source = plan.fragmentation_after, "plan"
+    if held.level == "device" and fleet is not None and fragmentation is not None:
+        if all(g in {d.id for _, d in fleet.devices()} for g in held.devices):
+            frag, frag_source = (
+                fragmentation(fleet_after(fleet, held.devices)),
+                "FGD of the fleet after the allocated devices",
+            )
+        else:
+            notes.append("fragmentation unknown: an allocated device is not in the fleet")
+    elif held.level in ("node", "mixed"):
+        notes.append(
+            "fragmentation unknown: the device plugin does not say which GPUs it gave (node level only)"
+        )
     if fleet is not None and fleet.gpu_count:
         ratio = frag / fleet.gpu_count
 
     rate = rep.slo.rate_rps if rep.slo.rate_rps is not None else rep.request_throughput_rps
     breaches = sla_breaches_per_month(rep.slo_attainment, rate)
     predicted = plan.prediction if plan is not None else None
+    errors: dict[str, float] = {}
+    if predicted is not None and plan is not None:
+        if prediction_applies(dep, plan):
+            errors = prediction_errors(rep, predicted)
+        else:
+            notes.append(
+                f"the prediction is for {plan.chosen.unit}; the requests were served on "
+                f"{dep.served_on or 'an unknown device'}: no prediction error"
+            )
     if dep.target == "local":
         notes.append("served by the local target (one process on this machine), not a Kubernetes cluster")
+    error = sum(abs(e) for e in errors.values()) / len(errors) if errors else math.nan
     return PathMetrics(
         path=result.path,
         serving_target=dep.target,
@@ -173,10 +260,19 @@ def path_metrics(
         fragmentation_ratio=ratio,
         sla_breaches_per_month=breaches,
         sla_breach_cost_usd_per_month=sla_breach_cost_usd_per_month(breaches, penalty_usd_per_breach),
-        prediction_error=mean_abs_prediction_error(rep, predicted),
+        prediction_error=error,
         latency_predictability=latency_predictability(rep),
-        misplaced_pods=len(dep.mismatches()),
+        misplaced_pods=sum(1 for p in dep.pods if p.misplaced),
         cost_source=cost_source,
         fragmentation_source=frag_source,
         notes=tuple(notes),
+        placement_level=held.level,
+        nodes=tuple(p.node for p in dep.pods),
+        gpu_ids=tuple(sorted(held.devices)),
+        served_on=dep.served_on,
+        prediction_for=plan.chosen.unit if plan is not None else "",
+        predicted_ttft_p99_s=predicted.ttft_p99_s if predicted else math.nan,
+        predicted_tpot_p99_s=predicted.tpot_p99_s if predicted else math.nan,
+        ttft_p99_error=errors.get("ttft_p99_s", math.nan),
+        tpot_p99_error=errors.get("tpot_p99_s", math.nan),
     )

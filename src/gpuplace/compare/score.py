@@ -244,8 +244,10 @@ def score(
 ) -> ScoreCard:
     """Normalise every criterion, weigh, rank, and find the weight changes that flip the verdict.
 
-    Every criterion with a positive weight must have a figure for every path; a missing one is an
-    error that names the criterion and the path rather than a silent zero.
+    A criterion with a positive weight whose figure is unknown for some path (e.g. fragmentation at node
+    level) is left out of the verdict for every path — never scored as zero or filled in — and listed in
+    ``excluded`` with the paths it is unknown for; the totals are over the remaining weights. When every
+    weighted criterion is unknown the score is an error.
     """
     assessed = assessed or {}
     if len(metrics) < 2:
@@ -262,24 +264,29 @@ def score(
     paths = [m.path for m in metrics]
     raw: dict[str, dict[str, float]] = {}
     normalised: dict[str, dict[str, float]] = {}
+    excluded: dict[str, str] = {}
     for name, crit in CRITERIA.items():
         figures = {m.path: crit.figure(m) for m in metrics}
         missing = [p for p, x in figures.items() if math.isnan(x)]
         raw[name] = figures
         if missing:
             if weights.get(name, 0.0) > 0:
-                raise InvalidInput(
-                    "weights",
-                    f"{name}={weights[name]}",
-                    f"{crit.field} is unknown for {', '.join(missing)}",
-                    f"Give {name} weight 0, or supply the record it needs (docs/comparison.md#metrics)",
-                )
+                excluded[name] = f"{crit.field} unknown for {', '.join(missing)}"
             continue
         normalised[name] = normalise(crit, figures)
     for name, scores in assessed.items():
         raw[name] = {p: float(scores[p]) for p in paths}
         normalised[name] = dict(raw[name])
-    totals = _totals({c: w for c, w in weights.items() if w > 0}, normalised)
+    used = {c: w for c, w in weights.items() if w > 0 and c not in excluded}
+    if not used:
+        raise InvalidInput(
+            "weights",
+            dict(weights),
+            "every weighted criterion is unknown for some path: "
+            + "; ".join(f"{c}: {why}" for c, why in excluded.items()),
+            "Weight criteria both paths measured (docs/comparison.md#metrics)",
+        )
+    totals = _totals(used, normalised)
     winner, runner_up, margin = _verdict(totals)
     base = totals[runner_up] if runner_up else math.nan
     return ScoreCard(
@@ -291,6 +298,7 @@ def score(
         runner_up=runner_up,
         margin=margin,
         relative_margin=margin / base if base and base > 0 else math.nan,
-        flips=flip_points(weights, normalised, winner),
+        flips=flip_points(used, normalised, winner),
         normalisation={c: CRITERIA[c].normalisation if c in CRITERIA else ASSESSED for c in normalised},
+        excluded=excluded,
     )

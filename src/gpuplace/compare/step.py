@@ -20,7 +20,7 @@ from gpuplace.compare.metrics import PathResult
 from gpuplace.compare.score import parse_assessed, parse_weights
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.io import RECORDS_JSONL, RECORDS_PARQUET, read_records, read_report
-from gpuplace.plandir import read_plan_dir
+from gpuplace.plandir import PlanDir, read_plan_dir
 from gpuplace.types.compare import PATHS, Comparison
 from gpuplace.types.loadtest import LatencyReport, RequestResult
 
@@ -105,6 +105,8 @@ class CompareOutputs:
     plots: dict[str, Path]
     mlflow_run_id: str = ""
     mlflow_where: str = ""
+    figures: Mapping[str, Any] = field(default_factory=dict)  # kept open only when asked (for MLflow)
+    plan_dir: PlanDir | None = None
 
 
 COMPARISON_FILE = "comparison.json"
@@ -136,8 +138,11 @@ def loadtest_records(loadtest: str) -> list[RequestResult]:
     return []
 
 
-def run_compare_step(options: CompareOptions, out_dir: str | Path, *, quiet: bool = False) -> CompareOutputs:
-    """Load, compare, write the report, and log to MLflow when ``options.mlflow.enabled``."""
+def run_compare_step(
+    options: CompareOptions, out_dir: str | Path, *, keep_figures: bool = False
+) -> CompareOutputs:
+    """Load, compare, and write comparison.json and the report. Logging to MLflow is the tracking
+    room's (:func:`gpuplace.tracking.step.compare_and_track`), which calls this."""
     names = [p.path for p in options.paths]
     assessed = parse_assessed(options.assess, names)
     weights = parse_weights(options.weights, assessed)
@@ -155,17 +160,6 @@ def run_compare_step(options: CompareOptions, out_dir: str | Path, *, quiet: boo
 
         catalog = load_gpu_catalog(options.gpu_catalog)
         fleet = load_inventory(options.inventory, catalog=catalog)
-    tracker = None
-    if options.mlflow.enabled:  # connect before any work, so an unreachable server fails fast
-        from gpuplace.tracking import open_tracker
-
-        tracker = open_tracker(
-            options.mlflow.uri or None,
-            experiment=options.mlflow.experiment,
-            workdir=options.mlflow.workdir,
-            fallback_local=options.mlflow.fallback_local,
-            system_metrics=options.mlflow.system_metrics,
-        )
     comparison = compare_paths(
         results,
         plan=plan,
@@ -187,38 +181,23 @@ def run_compare_step(options: CompareOptions, out_dir: str | Path, *, quiet: boo
     cjson.write_text(json.dumps(comparison.to_json_dict(), indent=2, allow_nan=False) + "\n")
     records = {p.path: loadtest_records(p.loadtest) for p in options.paths}
     from gpuplace.report import write_report
-    from gpuplace.report.plots import close_figures
 
     files = write_report(
         comparison,
         out,
         records={k: v for k, v in records.items() if v} or None,
         sweeps=sweeps,
-        keep_figures=tracker is not None,
+        keep_figures=keep_figures,
     )
-    run_id, where = "", ""
-    if tracker is not None:
-        from gpuplace.tracking.pipeline import PathFiles, RunBundle, log_pipeline_run
-
-        m = options.mlflow
-        bundle = RunBundle(
-            name=m.run_name or f"compare {plan.plan_id if plan else ''}".strip(),
-            comparison=comparison,
-            profile=Path(m.profile) if m.profile else None,
-            plan=planned,
-            manifests=Path(m.manifests) if m.manifests else None,
-            paths=tuple(PathFiles(p.path, Path(p.deployment), Path(p.loadtest)) for p in options.paths),
-            report_dir=out,
-            figures=files.figures,
-            kfp_run_id=m.kfp_run_id,
-        )
-        try:
-            run_id = log_pipeline_run(tracker, bundle)
-        finally:
-            close_figures(files.figures)
-        where = tracker.config.describe()
     return CompareOutputs(
-        comparison, out, cjson, files.markdown, files.html, dict(files.plots), run_id, where
+        comparison,
+        out,
+        cjson,
+        files.markdown,
+        files.html,
+        dict(files.plots),
+        figures=files.figures,
+        plan_dir=planned,
     )
 
 

@@ -12,15 +12,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.plandir import read_plan_dir
-from gpuplace.types import DeploymentRecord
+from gpuplace.types import DeploymentRecord, PodRecord
+from gpuplace.types.deploy import NODE_LEVEL
 
 TARGETS = ("kubernetes", "local")
+RUNTIMES = ("auto", "kubelet", "standin", "none")
 RECORD_FILE = "deployment.json"
 STATE_DIR_ENV = "GPUPLACE_STATE_DIR"
 
@@ -31,6 +34,28 @@ def local_registry_path(key: str) -> Path:
     of the tasks it guards, but it knows the run id."""
     root = Path(os.environ.get(STATE_DIR_ENV) or Path.home() / ".cache" / "gpuplace")
     return root / "local-deployments" / key / RECORD_FILE
+
+
+def runtime_kind(runtime: str, kubeconfig: str | None) -> str:
+    """``auto`` → ``standin`` on a gpuplace testenv (its kubeconfig's context), else ``kubelet``."""
+    if runtime not in RUNTIMES:
+        raise InvalidInput("runtime", runtime, f"must be one of {', '.join(RUNTIMES)}")
+    if runtime != "auto":
+        return runtime
+    from gpuplace.testenv.controlplane import is_testenv_kubeconfig
+
+    return "standin" if is_testenv_kubeconfig(kubeconfig) else "kubelet"
+
+
+def standin_dir(namespace: str, key: str) -> Path:
+    """Where the KWOK stand-in's local servers of a deploy are registered (``key``: plan id or
+    ``run-<id>``), one record per pod, so teardown finds them by the plan or the run id."""
+    return local_registry_path(f"kwok/{namespace}/{key}").parent
+
+
+def standin_records(namespace: str, key: str) -> list[tuple[Path, DeploymentRecord]]:
+    folder = standin_dir(namespace, key)
+    return [(p, read_record(p)) for p in sorted(folder.glob(f"*/{RECORD_FILE}"))]
 
 
 def deploy(
@@ -45,21 +70,31 @@ def deploy(
     on_failure: str = "teardown",
     workdir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
+    gpu_api: str = "auto",
+    create_namespace: bool = False,
+    allow_misplacement: bool = False,
+    runtime: str = "auto",
+    path: str = "",
 ) -> DeploymentRecord:
-    """Deploy the plan in ``plan_dir`` to ``target``; see docs/deploy.md."""
+    """Deploy the plan in ``plan_dir`` to ``target``; see docs/deploy.md.
+
+    Raises :class:`~gpuplace.k8s.measure.PlacementMismatch` (carrying the measured record) when a pod is not
+    where the plan put it and ``allow_misplacement`` is False.
+    """
     if target not in TARGETS:
         raise InvalidInput("target", target, f"must be one of {', '.join(TARGETS)}")
     planned = read_plan_dir(plan_dir)
     run_id = run_id or os.environ.get("KFP_RUN_ID", "")
+    plan = planned.plan
     if target == "local":
-        from gpuplace.deploy.local import deploy_local
+        from gpuplace.deploy.served import serve_local
 
-        plan = planned.plan
-        record: DeploymentRecord = deploy_local(
+        record: DeploymentRecord = serve_local(
             plan.model,
             workdir=Path(workdir or planned.path / "local"),
             startup_timeout_s=timeout_s,
             name=plan.deployment_name,
+            path=path,
         )
         record = replace(record, plan_id=plan.plan_id)
         for key in (plan.plan_id, f"run-{run_id}" if run_id else ""):
@@ -67,10 +102,25 @@ def deploy(
                 write_record(record, local_registry_path(key).parent)
         return record
     from gpuplace.k8s import Api, connect, deploy_plan
+    from gpuplace.k8s.runtime import KubeletRuntime, NoServeCheck, PodRuntime
 
+    kind = runtime_kind(runtime, kubeconfig)
     api = Api(connect(kubeconfig, context=context))
+    pod_runtime: PodRuntime
+    standin = None
+    if kind == "standin":
+        from gpuplace.deploy.standin import LocalStandIn
+
+        standin = LocalStandIn(
+            plan.model, workdir=Path(workdir or planned.path / "standin"), startup_timeout_s=timeout_s
+        )
+        pod_runtime = standin
+    elif kind == "none":
+        pod_runtime = NoServeCheck()
+    else:
+        pod_runtime = KubeletRuntime(api, planned.serving.served_model_name)
     try:
-        return deploy_plan(
+        record = deploy_plan(
             planned,
             api=api,
             namespace=namespace,
@@ -78,9 +128,48 @@ def deploy(
             timeout_s=timeout_s,
             on_failure=on_failure,
             log=log,
+            gpu_api=gpu_api,
+            create_namespace=create_namespace,
+            allow_misplacement=allow_misplacement,
+            runtime=pod_runtime,
+            path=path,
         )
     finally:
         api.client.close()
+    if standin is not None:
+        record = _register_standin(record, standin.servers(), namespace, plan.plan_id, run_id)
+    return record
+
+
+def _register_standin(
+    record: DeploymentRecord,
+    servers: Mapping[str, DeploymentRecord],
+    namespace: str,
+    plan_id: str,
+    run_id: str,
+) -> DeploymentRecord:
+    """Keep the stand-in's servers findable by teardown (by plan id and by run id)."""
+    for pod, server in servers.items():
+        for key in (plan_id, f"run-{run_id}" if run_id else ""):
+            if key:
+                write_record(server, standin_dir(namespace, key) / pod)
+    return record
+
+
+def _stop_standins(namespace: str, keys: list[str]) -> int:
+    """Stop the stand-in servers registered under ``keys`` and forget them under every key (a server is
+    registered by plan id and by run id)."""
+    from gpuplace.deploy.local import teardown_local
+
+    stopped = 0
+    for key in keys:
+        for path, server in standin_records(namespace, key):
+            teardown_local(server)
+            pod = path.parent.name
+            for twin in standin_dir(namespace, key).parent.glob(f"*/{pod}/{RECORD_FILE}"):
+                twin.unlink(missing_ok=True)
+            stopped += 1
+    return stopped
 
 
 def teardown(
@@ -126,16 +215,22 @@ def teardown(
     from gpuplace.k8s import Api, connect, teardown_plan, teardown_run
 
     api = Api(connect(kubeconfig, context=context))
+    keys = [f"run-{run_id}"] if run_id else []
     try:
         if plan_dir is not None:
-            result = teardown_plan(read_plan_dir(plan_dir), api=api, namespace=namespace, timeout_s=timeout_s)
+            planned = read_plan_dir(plan_dir)
+            keys.append(planned.plan.plan_id)
+            result = teardown_plan(planned, api=api, namespace=namespace, timeout_s=timeout_s)
         else:
             result = teardown_run(api, namespace=namespace, run_id=run_id, timeout_s=timeout_s)
     finally:
         api.client.close()
+    stopped = _stop_standins(namespace, keys)
     text = f"deleted {len(result.deleted)} objects" + (
         f", {len(result.absent)} already gone" if result.absent else ""
     )
+    if stopped:
+        text += f"; stopped {stopped} KWOK stand-in server(s)"
     if result.pods_left:
         text += f"; {len(result.pods_left)} pods still terminating: {', '.join(result.pods_left)}"
     return text
@@ -162,17 +257,84 @@ def write_record(record: DeploymentRecord, out: str | Path) -> Path:
     return path
 
 
+def _secs(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}"
+
+
+def _gpus(pod: PodRecord) -> str:
+    if pod.gpu_ids:
+        return ",".join(g.split("/", 1)[-1] for g in pod.gpu_ids)
+    if pod.placement_level == NODE_LEVEL:
+        return f"{pod.gpu_count}× (node level)"
+    return "-"
+
+
 def format_record(record: DeploymentRecord) -> str:
-    lines = [f"{'pod':40} {'node':24} {'planned':24} {'phase':9} {'sched s':>8} {'ready s':>8}"]
+    """The table ``gpuplace deploy`` prints: measured node and GPUs against the plan, and the times."""
+    lines = [
+        f"{'pod':34} {'node':16} {'planned':16} {'GPUs (measured)':22} {'planned GPUs':18} "
+        f"{'sched s':>7} {'ready s':>7} {'serve s':>7}"
+    ]
     for p in record.pods:
-        sched = "-" if math.isnan(p.scheduling_s) else f"{p.scheduling_s:.1f}"
-        ready = "-" if math.isnan(p.provisioning_s) else f"{p.provisioning_s:.1f}"
-        lines.append(f"{p.name:40} {p.node:24} {p.planned_node:24} {p.phase:9} {sched:>8} {ready:>8}")
+        planned = ",".join(g.split("/", 1)[-1] for g in p.planned_gpu_ids) or "-"
+        lines.append(
+            f"{p.name:34} {p.node or '-':16} {p.planned_node or '-':16} {_gpus(p):22} {planned:18} "
+            f"{_secs(p.scheduling_s):>7} {_secs(p.ready_s):>7} {_secs(p.provisioning_s):>7}"
+        )
     if record.pods:
         dist = record.provisioning()
+        if dist.count:
+            lines.append(
+                f"provisioning (created → first successful request): p50 {dist.median:.2f} s, "
+                f"max {dist.max:.2f} s over {dist.count} pods"
+            )
+        else:
+            lines.append("provisioning: unknown (ready-to-serve was not observed)")
+    if record.gpu_api or record.runtime:
         lines.append(
-            f"provisioning (created → ready): p50 {dist.median:.1f} s, max {dist.max:.1f} s "
-            f"over {dist.count} pods"
+            f"GPU API {record.gpu_api or '-'}; servers run by {record.runtime or '-'}; "
+            f"served on {record.served_on or 'unknown'}"
         )
     lines.extend(f"note: {n}" for n in record.notes)
     return "\n".join(lines)
+
+
+def deploy_task(plan_dir: str | Path, record_path: str | Path, params: Mapping[str, Any]) -> DeploymentRecord:
+    """The ``deploy_inference`` component's step: :func:`deploy` with the component's parameters (by name),
+    writing the record to ``record_path`` — also when the placement check fails, so the failed task's
+    output shows where the pods are."""
+    from gpuplace.k8s.measure import PlacementMismatch
+
+    target = str(params.get("target") or "kubernetes")
+    kubeconfig = str(params.get("kubeconfig") or "") or ("in-cluster" if target == "kubernetes" else None)
+    try:
+        record = deploy(
+            plan_dir,
+            target=target,
+            kubeconfig=kubeconfig,
+            namespace=str(params.get("namespace") or "default"),
+            run_id=str(params.get("run_id") or ""),
+            timeout_s=float(params.get("timeout_s") or 300.0),
+            on_failure=str(params.get("on_failure") or "teardown"),
+            workdir=str(record_path) + ".local",
+            log=print,
+            gpu_api=str(params.get("gpu_api") or "auto"),
+            runtime=str(params.get("runtime") or "auto"),
+            allow_misplacement=bool(params.get("allow_misplacement")),
+            create_namespace=bool(params.get("create_namespace")),
+            path=str(params.get("path") or ""),
+        )
+    except PlacementMismatch as e:
+        Path(record_path).write_text(json.dumps(e.record.to_json_dict(), indent=2))
+        raise
+    Path(record_path).write_text(json.dumps(record.to_json_dict(), indent=2))
+    return record
+
+
+def deploy_metrics(record: DeploymentRecord) -> dict[str, float]:
+    """The deploy step's KFP metrics: pods, misplaced pods, provisioning p50 and max (seconds)."""
+    out = {"pods": float(len(record.pods)), "misplaced_pods": float(len(record.mismatches()))}
+    dist = record.provisioning()
+    if dist.count:
+        out |= {"provisioning_p50_s": dist.median, "provisioning_max_s": dist.max}
+    return out

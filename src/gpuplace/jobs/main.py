@@ -5,6 +5,15 @@ runner (``kfp.local`` with the SubprocessRunner) — the same compiled component
 minus the cluster — on embedded defaults: the local device (the ``tiny`` preset on a CPU,
 ``llama-3.1-8b`` on a GPU), the bundled ``mixed-a100-h100-l4`` fleet, the ``local`` serving target, a
 local MLflow store, all under one run directory. Then it reads the outputs back and summarises them.
+
+With ``--target kubernetes`` the native path deploys to the cluster of ``--kubeconfig``. The Kubeflow path
+needs a KFP backend to place its task's pod; the local runner is none, so ``--compare --target
+kubernetes`` runs only against a gpuplace testenv, where the task's pod is created as KFP's driver would
+create it (``kubeflow_backend=testenv``); on a real cluster, ``gpuplace submit`` runs the pipeline.
+
+A task that fails fails the job (:class:`PipelineFailed`, exit status 1): a load test in which no request
+succeeded, pods that are not where the plan put them, two paths that served different specs. What the
+tasks wrote is kept, and :func:`format_partial` says what was measured before the failure.
 """
 
 from __future__ import annotations
@@ -15,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuplace.errors import GpuplaceError, InvalidInput
-from gpuplace.jobs.console import quiet_console
+from gpuplace.errors import CheckFailed, InvalidInput
+from gpuplace.jobs.console import _ANSI, quiet_console
 from gpuplace.plandir import PlanDir, read_plan_dir
 from gpuplace.types.compare import Comparison
 from gpuplace.types.loadtest import LatencyReport
@@ -38,6 +47,7 @@ class MainJobConfig:
     target: str = "local"  # or "kubernetes": deploy to the cluster of `kubeconfig`
     kubeconfig: str = ""
     namespace: str = "default"
+    runtime: str = "auto"  # what serves the pods on a cluster (docs/deploy.md#runtime)
     mlflow_uri: str = ""  # "" = $MLFLOW_TRACKING_URI, else a local store in the run directory
     verbose: bool = False  # show the runner's and the tasks' own logs instead of one line per task
 
@@ -89,6 +99,20 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         )
     if config.trace and not Path(config.trace).is_file():
         raise InvalidInput("trace", config.trace, "no such file", "Give the Azure trace CSV")
+    kubeflow_backend = "local"
+    if config.target == "kubernetes":
+        from gpuplace.testenv.controlplane import is_testenv_kubeconfig
+
+        kubeflow_backend = "testenv"
+        if config.compare and not is_testenv_kubeconfig(config.kubeconfig):
+            raise InvalidInput(
+                "kubeconfig",
+                config.kubeconfig,
+                "is not a gpuplace testenv: the Kubeflow path needs a KFP backend to place its task's pod, "
+                "and the local runner is none",
+                "Submit the pipeline to Kubeflow (gpuplace submit orchestration_comparison), or run against "
+                '--kubeconfig "$(gpuplace testenv kubeconfig)"',
+            )
     model = config.model or default_model(config.device)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = (config.workdir / stamp).resolve()
@@ -109,13 +133,19 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         loadtest_prompt_tokens="64",
         loadtest_output_tokens="16",
         loadtest_max_requests=config.max_requests,
+        serving_runtime=config.runtime,
         mlflow_uri=config.mlflow_uri,
         **_profile_args(model),
     )
     if config.compare:
         from gpuplace.pipelines.orchestration_comparison.pipeline import pipeline
 
-        arguments = {**common, "native_target": config.target, "penalty_usd_per_breach": 0.05}
+        arguments = {
+            **common,
+            "native_target": config.target,
+            "kubeflow_backend": kubeflow_backend,
+            "penalty_usd_per_breach": 0.05,
+        }
     else:
         from gpuplace.pipelines.llm_placement.pipeline import pipeline
 
@@ -135,7 +165,12 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         with quiet_console(log, verbose=config.verbose):
             pipeline(**arguments)
     except RuntimeError as e:  # kfp.local's "Task ... finished with status FAILURE"
-        raise PipelineFailed(f"{e}; the tasks' own output is in {log}") from e
+        outputs = next((run_dir / "kfp").iterdir(), None)
+        raise PipelineFailed(
+            f"{_ANSI.sub('', str(e))}; the tasks' own output is in {log}; "
+            f"what they wrote is kept in {run_dir}",
+            partial=format_partial(outputs) if outputs is not None else "",
+        ) from e
     finally:
         os.chdir(cwd)
     outputs = next((run_dir / "kfp").iterdir())
@@ -159,8 +194,68 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     return MainJobResult(config, model, run_dir, outputs, plan, measured, mlflow, report, log, comparison)
 
 
-class PipelineFailed(GpuplaceError):
-    """A task of the pipeline failed; the message points at the log with the task's own output."""
+class PipelineFailed(CheckFailed):
+    """A task of the pipeline failed; the message points at the log with the task's own output, and
+    ``partial`` is what the finished tasks measured (as :func:`format_partial` prints it)."""
+
+    def __init__(self, message: str, *, partial: str = "") -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+def _path_outputs(outputs: Path) -> list[tuple[str, Path | None, Path | None]]:
+    """(path, deployment.json, load-test report) of each path whose outputs exist, in flow order."""
+    found = []
+    for path, deploy_task, report_task in (
+        ("native", "deploy-inference", "load-test"),
+        ("kubeflow", "serve-and-load-test", "serve-and-load-test"),
+    ):
+        dep = next((p for p in sorted(outputs.glob(f"{deploy_task}*/deployment")) if p.is_file()), None)
+        rep = next((p for p in sorted(outputs.glob(f"{report_task}*/report")) if p.is_file()), None)
+        if dep is not None or rep is not None:
+            found.append((path, dep, rep))
+    return found
+
+
+def format_paths(outputs: Path) -> list[str]:
+    """One line per path that ran: measured nodes and GPU devices, provisioning, and the load test."""
+    from gpuplace.deploy import read_record
+    from gpuplace.loadtest.io import read_report
+
+    lines = [
+        f"{'path':9} {'nodes (measured)':18} {'GPUs (measured)':30} {'provisioning s':>14} "
+        f"{'p99 TTFT ms':>11} {'p99 TPOT ms':>11} {'ok/failed':>9}"
+    ]
+    for path, dep_file, rep_file in _path_outputs(outputs):
+        dep = read_record(dep_file) if dep_file is not None else None
+        rep = read_report(rep_file) if rep_file is not None else None
+        nodes = ",".join(sorted({p.node for p in dep.pods if p.node})) if dep else "-"
+        gpus = "-"
+        if dep is not None:
+            ids = [g for p in dep.pods for g in p.gpu_ids]
+            held = sum(p.gpu_count for p in dep.pods)
+            gpus = (
+                ",".join(ids)
+                if ids
+                else (f"{held}× {dep.pods[0].gpu_resource} (node level)" if held else "none")
+            )
+        prov = dep.provisioning() if dep else None
+        provisioning = f"{prov.max:.2f}" if prov is not None and prov.count else "unknown"
+        ttft = ms(rep.ttft.p99, 2) if rep else "-"
+        tpot = ms(rep.tpot.p99, 2) if rep else "-"
+        done = f"{rep.completed}/{rep.failed}" if rep else "-"
+        lines.append(
+            f"{path:9} {nodes or '-':18} {gpus:30} {provisioning:>14} {ttft:>11} {tpot:>11} {done:>9}"
+        )
+        if dep is not None and dep.mismatches():
+            lines += [f"{'':9} placement mismatch: {m}" for m in dep.mismatches()]
+    return lines
+
+
+def format_partial(outputs: Path) -> str:
+    """What the tasks that finished measured, for a run that failed."""
+    lines = format_paths(outputs)
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def format_summary(result: MainJobResult) -> str:
@@ -181,13 +276,15 @@ def format_summary(result: MainJobResult) -> str:
         f"SLO               {plan.slo.describe()}; measured attainment {measured.slo_attainment:.0%}",
         f"requests          {measured.completed} completed, {measured.failed} failed, "
         f"goodput {measured.goodput_rps:.2f} req/s",
-        f"cost              ${plan.cost_usd_per_month:,.0f}/month",
-        f"fragmentation     {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs "
-        "(FGD, the fleet before → after placement)",
+        f"planned cost      ${plan.cost_usd_per_month:,.0f}/month",
+        f"planned frag.     {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs "
+        "(FGD, the fleet before → after the planned placement)",
     ]
+    lines += ["", *format_paths(result.outputs)]
     if result.comparison is not None:
         score = result.comparison.score
         lines.append(f"comparison        winner {score.winner or 'tie'} (margin {score.margin:.3f})")
+        lines += [f"                  not scored: {c} ({why})" for c, why in score.excluded.items()]
     lines += [
         "",
         "Predicted latency is for the planned GPU; measured latency is the serving target's (locally:",

@@ -13,7 +13,7 @@ step's least-privilege Role; :mod:`~gpuplace.k8s.nodes` registers simulated Node
 
 from gpuplace.k8s.api import FIELD_MANAGER, Api
 from gpuplace.k8s.client import connect
-from gpuplace.k8s.deploy import DeployFailed, TeardownResult, deploy_plan, teardown_plan, teardown_run
+from gpuplace.k8s.deploy import DeployFailed, deploy_plan
 from gpuplace.k8s.errors import (
     Conflict,
     Forbidden,
@@ -25,6 +25,7 @@ from gpuplace.k8s.errors import (
     Unreachable,
 )
 from gpuplace.k8s.rollout import RolloutTimeout
+from gpuplace.k8s.teardown import TeardownResult, teardown_plan, teardown_run
 
 __all__ = [
     "FIELD_MANAGER",

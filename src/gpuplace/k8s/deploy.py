@@ -1,32 +1,46 @@
 """Deploying a plan to a cluster and taking it down again: the ``kubernetes`` target of the deploy step.
 
 :func:`deploy_plan` labels every object with its plan and pipeline run, dry-runs all of them (so an
-object the API server rejects means nothing was applied), server-side applies them in order, waits for
-each Deployment to roll out under one deadline, and returns a :class:`DeploymentRecord` with each pod's
-node, planned node, GPU set and provisioning times. When applying or the rollout fails it tears down
-what it applied, or rolls back to what was there before, or keeps it (``on_failure``), and says which in
-the error: never half a deployment without a word. :func:`teardown_plan` deletes what a plan created
-(404 is success) and waits for its pods to go.
+object the API server rejects means nothing was applied), server-side applies them in order, and times
+each pod with a watch (:class:`~gpuplace.k8s.provisioning.PodTimer`) from its creation to *ready to serve*
+(the first successful request, through a :class:`~gpuplace.k8s.runtime.PodRuntime`). Then it reads back
+where every pod landed — the node from ``spec.nodeName``, the GPU devices from its DRA claims'
+allocations (:mod:`gpuplace.k8s.dra`; with the device plugin, "node level only") — and the serving spec
+the pods run, and compares that with the plan. A pod off its planned node or a claim outside the
+planned GPU set fails the deploy (:class:`PlacementMismatch`) unless ``allow_misplacement``. When
+applying, the rollout or the verification fails it tears down what it applied, or rolls back to what was
+there before, or keeps it (``on_failure``), and says which in the error: never half a deployment without
+a word. :func:`teardown_plan` deletes what a plan created (404 is success) and waits for its pods to go.
+
+``gpu_api`` says how the pods get their GPUs: ``dra`` claims each replica's planned devices by UUID
+(:mod:`gpuplace.manifests.pinned`), ``device-plugin`` applies the plan's manifests (``nvidia.com/gpu``),
+``auto`` takes ``dra`` when the DRA driver publishes every planned device, else the device plugin.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpuplace.errors import GpuplaceError, InvalidInput
 from gpuplace.k8s.api import Api, ref
-from gpuplace.k8s.errors import KubeError, NotFound
+from gpuplace.k8s.dra import (
+    published_gpus,
+)
+from gpuplace.k8s.errors import Conflict, Forbidden, KubeError, NotFound
+from gpuplace.k8s.labelling import labelled, pod_selector
+from gpuplace.k8s.measure import PlacementMismatch, served_on, wait_and_measure
+from gpuplace.k8s.provisioning import PodTimer, ProvisioningTimeout
 from gpuplace.k8s.retry import Deadline
-from gpuplace.k8s.rollout import RolloutTimeout, pod_record, wait_for_rollout
-from gpuplace.labels import MANAGED_BY, MANAGER, PLAN_LABEL, REPLICA_LABEL, RUN_LABEL
+from gpuplace.k8s.rollout import RolloutTimeout, wait_for_rollout
+from gpuplace.k8s.runtime import KubeletRuntime, PodRuntime
+from gpuplace.k8s.teardown import teardown_objects
 from gpuplace.plandir import WORKLOAD_KINDS, PlanDir
-from gpuplace.types import DeploymentRecord, PodRecord
-from gpuplace.types.plan import Placement
+from gpuplace.types import DeploymentRecord, Inventory
+from gpuplace.types.plan import PlacementPlan
 
 ON_FAILURE = ("teardown", "rollback", "keep")
 DEFAULT_TIMEOUT_S = 300.0
@@ -47,64 +61,49 @@ class DeployFailed(GpuplaceError):
         self.cause = cause
 
 
-@dataclass(frozen=True, slots=True)
-class TeardownResult:
-    deleted: tuple[str, ...] = ()
-    absent: tuple[str, ...] = ()  # already gone (404): success too
-    pods_left: tuple[str, ...] = field(default=())
+GPU_APIS = ("auto", "dra", "device-plugin")
 
 
-def pod_selector(plan_id: str) -> str:
-    return f"{PLAN_LABEL}={plan_id}"
+def choose_gpu_api(
+    api: Api, plan: PlacementPlan, requested: str, *, deadline: Deadline
+) -> tuple[str, dict[str, tuple[str, str]], str]:
+    """(the GPU API to deploy with, planned id → (uuid, kind) for DRA, a note on why not DRA)."""
+    if requested not in GPU_APIS:
+        raise InvalidInput("gpu_api", requested, f"must be one of {', '.join(GPU_APIS)}")
+    if requested == "device-plugin":
+        return "device-plugin", {}, "GPUs through the device plugin (--gpu-api device-plugin)"
+    needed = [g for p in plan.placements for g in p.gpu_ids]
+    reason = ""
+    if plan.chosen.kind == "shared":
+        reason = "a time-sliced share is not claimed through DRA"
+    elif not needed:
+        reason = "the plan names no GPU devices"
+    else:
+        try:
+            published = published_gpus(api, deadline=deadline)
+        except NotFound:
+            reason = "the cluster serves no resource.k8s.io/v1"
+        except Forbidden:
+            reason = "this identity may not list ResourceSlices"
+        else:
+            missing = [g for g in needed if g not in published]
+            if not missing:
+                return "dra", {g: (published[g].uuid, published[g].kind) for g in needed}, ""
+            reason = f"{len(missing)} planned GPU(s) are not published by the DRA driver, e.g. {missing[0]}"
+    if requested == "dra":
+        raise InvalidInput("gpu_api", "dra", reason, "Deploy with --gpu-api device-plugin")
+    return "device-plugin", {}, f"GPUs through the device plugin: {reason}"
 
 
-def labelled(obj: Mapping[str, Any], plan_id: str, run_id: str = "") -> dict[str, Any]:
-    """``obj`` with the labels tying it to its plan and pipeline run (pod templates get the plan's)."""
-    out: dict[str, Any] = json.loads(json.dumps(obj))  # deep copy of plain YAML data
-    tie = {MANAGED_BY: MANAGER, PLAN_LABEL: plan_id}
-    meta = out.setdefault("metadata", {})
-    meta.pop("namespace", None)
-    meta["labels"] = {**(meta.get("labels") or {}), **tie, **({RUN_LABEL: run_id} if run_id else {})}
-    template = (out.get("spec") or {}).get("template")
-    if out.get("kind") in WORKLOAD_KINDS and isinstance(template, dict):
-        # Not the run id: a new pipeline run of an unchanged plan must not roll the pods.
-        tmeta = template.setdefault("metadata", {})
-        tmeta["labels"] = {**(tmeta.get("labels") or {}), **tie}
-    return out
-
-
-def match_placements(
-    pods: list[PodRecord], placements: tuple[Placement, ...], replica_of: Mapping[str, int]
-) -> list[PodRecord]:
-    """Pair pods with planned replicas: by the replica label when pods carry one, else by node.
-
-    Pods on a node the plan named take that node's placements first; the rest pair up in order, and a
-    pod paired with a placement on another node is a mismatch. Planned GPU ids come with the pairing.
-    """
-    by_replica = {p.replica: p for p in placements}
-    unused = list(placements)
-    paired: dict[str, Placement] = {}
-    for pod in pods:
-        r = replica_of.get(pod.name)
-        if r is not None and r in by_replica and by_replica[r] in unused:
-            paired[pod.name] = by_replica[r]
-            unused.remove(by_replica[r])
-    for pod in pods:
-        if pod.name in paired:
-            continue
-        same = next((p for p in unused if p.node == pod.node), None)
-        if same is not None:
-            paired[pod.name] = same
-            unused.remove(same)
-    for pod in pods:
-        if pod.name not in paired and unused:
-            paired[pod.name] = unused.pop(0)
-    return [
-        replace(pod, planned_node=paired[pod.name].node, gpu_ids=paired[pod.name].gpu_ids)
-        if pod.name in paired
-        else pod
-        for pod in pods
-    ]
+def ensure_namespace(api: Api, namespace: str, *, deadline: Deadline) -> bool:
+    """Create ``namespace`` when it does not exist (``--create-namespace``); True when it was created."""
+    try:
+        api.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, deadline=deadline
+        )
+    except Conflict:
+        return False
+    return True
 
 
 def _endpoint(plan_dir: PlanDir, namespace: str) -> str:
@@ -127,17 +126,10 @@ def _restorable(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("status",)} | {"metadata": meta}
 
 
-def collect_pods(api: Api, plan_dir: PlanDir, namespace: str, *, deadline: Deadline) -> list[PodRecord]:
-    plan = plan_dir.plan
-    pods = api.list("v1", "Pod", namespace, label_selector=pod_selector(plan.plan_id), deadline=deadline)
-    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    records = sorted((pod_record(p) for p in live), key=lambda r: r.name)
-    replica_of: dict[str, int] = {}
-    for p in live:
-        value = ((p.get("metadata") or {}).get("labels") or {}).get(REPLICA_LABEL)
-        if value is not None and str(value).isdigit():
-            replica_of[p["metadata"]["name"]] = int(value)
-    return match_placements(records, plan.placements, replica_of)
+def _expected_pods(objects: Sequence[Mapping[str, Any]]) -> int:
+    return sum(
+        int((o.get("spec") or {}).get("replicas", 1)) for o in objects if o.get("kind") in WORKLOAD_KINDS
+    )
 
 
 def deploy_plan(
@@ -149,8 +141,15 @@ def deploy_plan(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_failure: str = "teardown",
     log: Callable[[str], None] | None = None,
+    gpu_api: str = "auto",
+    create_namespace: bool = False,
+    allow_misplacement: bool = False,
+    runtime: PodRuntime | None = None,
+    inventory: Inventory | None = None,
+    path: str = "",
 ) -> DeploymentRecord:
-    """Apply ``plan_dir``'s manifests to ``namespace`` and wait until it runs; see the module docstring."""
+    """Apply ``plan_dir``'s manifests to ``namespace``, wait until every pod serves, read back where they
+    are and check that against the plan; see the module docstring."""
     if on_failure not in ON_FAILURE:
         raise InvalidInput("on_failure", on_failure, f"must be one of {', '.join(ON_FAILURE)}")
     if timeout_s <= 0:
@@ -158,7 +157,21 @@ def deploy_plan(
     say = log or (lambda _m: None)
     deadline = Deadline(timeout_s)
     plan = plan_dir.plan
-    objects = [labelled(m, plan.plan_id, run_id) for m in plan_dir.manifests]
+    if create_namespace and ensure_namespace(api, namespace, deadline=deadline):
+        say(f"created namespace {namespace}")
+    chosen_api, published, api_note = choose_gpu_api(api, plan, gpu_api, deadline=deadline)
+    raw: list[Mapping[str, Any]] = list(plan_dir.manifests)
+    if chosen_api == "dra":
+        from gpuplace.manifests.pinned import pinned_dra_objects
+
+        try:
+            raw = list(pinned_dra_objects(plan, plan_dir.manifests, published))
+        except InvalidInput as e:
+            if gpu_api == "dra":
+                raise
+            chosen_api, api_note = "device-plugin", f"GPUs through the device plugin: {e.problem}"
+    objects = [labelled(m, plan.plan_id, run_id) for m in raw]
+    say(f"GPU API: {chosen_api}" + (f" ({api_note})" if api_note and chosen_api != "device-plugin" else ""))
     created_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
     try:
@@ -170,7 +183,7 @@ def deploy_plan(
                 "namespace",
                 namespace,
                 "does not exist",
-                f"Create it first: kubectl create namespace {namespace}",
+                f"Create it first (kubectl create namespace {namespace}), or pass --create-namespace",
             ) from e
         raise
     say(f"dry run passed for {len(objects)} objects")
@@ -181,50 +194,97 @@ def deploy_plan(
         )
         for o in objects
     }
+    runtime = runtime or KubeletRuntime(api, plan_dir.serving.served_model_name)
+    selector = pod_selector(plan.plan_id)
     applied: list[dict[str, Any]] = []
+    timer = PodTimer(api, namespace, label_selector=selector)
     try:
-        t0 = time.monotonic()
-        for obj in objects:
-            api.apply(obj, namespace, deadline=deadline)
-            applied.append(obj)
-            say(f"applied {ref(obj)}")
-        for w in plan_dir.workloads():
-            wait_for_rollout(
-                api,
-                w["metadata"]["name"],
-                namespace,
-                pod_selector=pod_selector(plan.plan_id),
-                deadline=deadline,
-                on_status=say,
-            )
-        say(f"rolled out in {time.monotonic() - t0:.1f} s")
-        pods = collect_pods(api, plan_dir, namespace, deadline=Deadline(max(10.0, deadline.remaining())))
-    except (KubeError, RolloutTimeout) as e:
-        cleanup = _clean_up(api, applied, previous, namespace, on_failure, plan.plan_id)
-        raise DeployFailed(
-            f"deploying plan {plan.plan_id} to namespace {namespace} failed: {e}", cleanup=cleanup, cause=e
-        ) from e
+        try:
+            timer.start()
+            t0 = time.monotonic()
+            for obj in objects:
+                api.apply(obj, namespace, deadline=deadline)
+                applied.append(obj)
+                say(f"applied {ref(obj)}")
 
+            def rolled_out() -> None:
+                for w in objects:
+                    if w.get("kind") in WORKLOAD_KINDS:
+                        wait_for_rollout(
+                            api,
+                            w["metadata"]["name"],
+                            namespace,
+                            pod_selector=selector,
+                            deadline=deadline,
+                            on_status=say,
+                        )
+                what = "serving" if runtime.observes_serving else "ready"
+                say(f"{_expected_pods(objects)} pod(s) {what} in {time.monotonic() - t0:.1f} s")
+
+            measured = wait_and_measure(
+                api,
+                plan_dir,
+                namespace,
+                timer=timer,
+                runtime=runtime,
+                count=_expected_pods(objects),
+                deadline=deadline,
+                inventory=inventory,
+                then=rolled_out,
+            )
+        except (KubeError, RolloutTimeout, ProvisioningTimeout, GpuplaceError) as e:
+            runtime.discard()
+            cleanup = _clean_up(api, applied, previous, namespace, on_failure, plan.plan_id)
+            raise DeployFailed(
+                f"deploying plan {plan.plan_id} to namespace {namespace} failed: {e}",
+                cleanup=cleanup,
+                cause=e,
+            ) from e
+    finally:
+        timer.close()
+        runtime.close()
+
+    notes = [n for n in (api_note,) if n] + list(measured.notes)
+    endpoint = _endpoint(plan_dir, namespace)
+    if runtime.serves_locally:  # the servers are on this machine: the load test drives them, not the Service
+        endpoint = next((p.endpoint for p in measured.pods if p.endpoint), endpoint)
+        if len(measured.pods) > 1:
+            notes.append(
+                f"the load test drives one pod's server ({endpoint}); the Service's balancing over "
+                f"{len(measured.pods)} pods is not stood in for"
+            )
     record = DeploymentRecord(
         target="kubernetes",
         name=plan.deployment_name,
         namespace=namespace,
-        endpoint=_endpoint(plan_dir, namespace),
+        endpoint=endpoint,
         model=plan.model,
         ready=True,
-        pods=tuple(pods),
+        pods=measured.pods,
         created_at=created_at,
         plan_id=plan.plan_id,
-        served_model_name=plan_dir.serving.served_model_name,
+        served_model_name=measured.request_model,
+        serving=measured.serving,
+        path=path,
+        gpu_api=chosen_api,
+        runtime=runtime.name,
     )
-    notes = [f"placement mismatch: {m}" for m in record.mismatches()]
-    if len(pods) != len(plan.placements) and plan.placements:
-        notes.append(f"plan has {len(plan.placements)} placements, {len(pods)} pods are running")
-    if any(p.gpu_ids for p in plan.placements):
-        notes.append(
-            "GPU sets are the plan's: the API does not show which devices the device plugin assigned"
+    record = replace(
+        record,
+        served_on=served_on(plan, measured.pods, runtime),
+        notes=tuple(notes + [f"placement mismatch: {m}" for m in record.mismatches()]),
+    )
+    if record.mismatches() and not allow_misplacement:
+        runtime.discard()
+        cleanup = _clean_up(api, applied, previous, namespace, on_failure, plan.plan_id)
+        raise PlacementMismatch(
+            f"plan {plan.plan_id}: pods are not where the plan put them:\n  "
+            + "\n  ".join(record.mismatches())
+            + "\nPass --allow-misplacement to keep a deployment that differs from its plan.",
+            record=replace(record, ready=False),
+            cleanup=cleanup,
         )
-    return replace(record, notes=tuple(notes))
+    return record
 
 
 def _clean_up(
@@ -265,61 +325,3 @@ def _clean_up(
         return (
             f"Clean-up ({on_failure}) FAILED: {e}. Objects that may remain: {names}. Run `gpuplace teardown`."
         )
-
-
-def teardown_objects(
-    api: Api,
-    objects: list[dict[str, Any]],
-    namespace: str,
-    *,
-    plan_id: str,
-    deadline: Deadline,
-    wait: bool = True,
-) -> TeardownResult:
-    deleted: list[str] = []
-    absent: list[str] = []
-    for obj in reversed(objects):
-        (deleted if api.delete(obj, namespace, deadline=deadline) else absent).append(ref(obj))
-    left: list[str] = []
-    if wait:
-        while True:
-            pods = api.list("v1", "Pod", namespace, label_selector=pod_selector(plan_id), deadline=deadline)
-            left = [p["metadata"]["name"] for p in pods]
-            if not left or deadline.remaining() <= 0.5:
-                break
-            time.sleep(0.25)
-    return TeardownResult(deleted=tuple(deleted), absent=tuple(absent), pods_left=tuple(left))
-
-
-def teardown_plan(
-    plan_dir: PlanDir, *, api: Api, namespace: str, timeout_s: float = 120.0, wait: bool = True
-) -> TeardownResult:
-    """Delete every object of the plan in reverse apply order (404 is success), then wait for its pods."""
-    plan_id = plan_dir.plan.plan_id
-    objects = [labelled(m, plan_id) for m in plan_dir.manifests]
-    return teardown_objects(api, objects, namespace, plan_id=plan_id, deadline=Deadline(timeout_s), wait=wait)
-
-
-# The kinds a plan's manifests hold; teardown by run id looks for these.
-_RUN_KINDS: tuple[tuple[str, str], ...] = (
-    ("apps/v1", "Deployment"),
-    ("v1", "Service"),
-    ("policy/v1", "PodDisruptionBudget"),
-)
-
-
-def teardown_run(api: Api, *, namespace: str, run_id: str, timeout_s: float = 120.0) -> TeardownResult:
-    """Delete every object a deploy labelled with ``run_id`` (a pipeline's exit handler knows the run
-    id but cannot read the plan the guarded tasks produced), then wait for their pods."""
-    deadline = Deadline(timeout_s)
-    objects: list[dict[str, Any]] = []
-    for api_version, kind in _RUN_KINDS:
-        for obj in api.list(
-            api_version, kind, namespace, label_selector=f"{RUN_LABEL}={run_id}", deadline=deadline
-        ):
-            objects.append({**obj, "apiVersion": api_version, "kind": kind})
-    plan_ids = {(o["metadata"].get("labels") or {}).get(PLAN_LABEL, "") for o in objects}
-    plan_id = next(iter(plan_ids - {""}), "")
-    if not objects:
-        return TeardownResult(deleted=(), absent=(), pods_left=())
-    return teardown_objects(api, objects, namespace, plan_id=plan_id, deadline=deadline, wait=bool(plan_id))

@@ -19,11 +19,9 @@ from gpuplace.k8s.api import Api
 from gpuplace.k8s.errors import NotFound
 from gpuplace.k8s.retry import Deadline
 from gpuplace.types import Inventory
+from gpuplace.types.deploy import DEVICE_LEVEL, NO_GPU, NODE_LEVEL
 
 RESOURCE_API = "resource.k8s.io/v1"
-DEVICE_LEVEL = "device"  # GPU devices read from DRA allocations
-NODE_LEVEL = "node"  # GPUs through the device plugin: which ones is not in the API
-NO_GPU = "none"  # unscheduled, or no GPU asked for
 DEVICE_PLUGIN_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 
 
@@ -153,6 +151,38 @@ def _identify(
         ),
         note,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedGpu:
+    """A GPU or MIG slice the DRA driver publishes, by the inventory id it maps to."""
+
+    gpu_id: str
+    node: str
+    device: str  # the device name in its ResourceSlice
+    uuid: str
+    kind: str  # "gpu" | "mig"
+
+
+def published_gpus(api: Api, *, deadline: Deadline) -> dict[str, PublishedGpu]:
+    """Every device NVIDIA's GPU driver publishes that maps to an inventory id, by that id.
+
+    Raises :class:`~gpuplace.k8s.errors.NotFound` when the cluster serves no ``resource.k8s.io/v1`` and
+    :class:`~gpuplace.k8s.errors.Forbidden` when this identity may not list ResourceSlices.
+    """
+    slices = api.list(
+        RESOURCE_API, "ResourceSlice", field_selector=f"spec.driver={vocab.DRIVER}", deadline=deadline
+    )
+    out: dict[str, PublishedGpu] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        node = str(spec.get("nodeName") or (spec.get("pool") or {}).get("name") or "")
+        devices = [vocab.published_device(d) for d in spec.get("devices") or ()]
+        for dev in devices:
+            gpu_id = vocab.inventory_id(node, dev, devices)
+            if gpu_id:
+                out[gpu_id] = PublishedGpu(gpu_id, node, dev.name, dev.uuid, dev.kind or "gpu")
+    return out
 
 
 def placement_of(

@@ -27,7 +27,9 @@ from gpuplace.k8s.retry import Deadline
 from gpuplace.k8s.rollout import _epoch as api_time_s
 from gpuplace.k8s.watch import watch
 
-ServeCheck = Callable[[Mapping[str, Any]], bool]
+# Called with a Ready pod until it says the pod serves: True (stamped with the time of the call) or the
+# epoch time of the first successful request when the check ran it in the background.
+ServeCheck = Callable[[Mapping[str, Any]], bool | float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,11 @@ class PodTimer:
         with self._lock:
             return tuple(sorted(self._times.values(), key=lambda t: (t.created_s, t.pod)))
 
+    def pods(self) -> dict[str, dict[str, Any]]:
+        """The latest object of every live pod seen, by name."""
+        with self._lock:
+            return {str((p.get("metadata") or {}).get("name", "")): p for p in self._pods.values()}
+
     def wait(
         self,
         count: int,
@@ -204,8 +211,11 @@ class PodTimer:
                 times = dict(self._times)
             if serve_check is not None:
                 for uid, t in times.items():
-                    if not math.isnan(t.ready_s) and math.isnan(t.serving_s) and serve_check(pods[uid]):
-                        at = self.clock()
+                    if not math.isnan(t.ready_s) and math.isnan(t.serving_s):
+                        served = serve_check(pods[uid])
+                        if not served:
+                            continue
+                        at = served if isinstance(served, float) else self.clock()
                         with self._changed:
                             current = self._times.get(uid)
                             if current is not None:

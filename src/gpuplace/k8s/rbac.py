@@ -1,10 +1,14 @@
-"""The least-privilege identity of the deploy step: a ServiceAccount, a Role and a RoleBinding.
+"""The least-privilege identity of the deploy step: a ServiceAccount, a Role and a RoleBinding, and a
+read-only ClusterRole for the DRA driver's ResourceSlices.
 
 The Role grants only what :mod:`gpuplace.k8s.deploy` does: server-side apply (``patch``, plus ``create``
 because an apply that creates an object is authorized as a create too), read back (``get``) and delete the
-kinds a plan contains, list pods and warning events to record and explain a rollout. Nothing
-cluster-scoped, no ``list``/``watch`` on the plan's kinds, no Secrets. docs/deploy.md shows the
-rendered YAML; the integration tests deploy with this identity, not as cluster-admin.
+kinds a plan contains and the ResourceClaims of ``--gpu-api dra`` (``list`` too: teardown finds them by
+label); ``list`` and ``watch`` pods (the provisioning timer), ``create`` on ``pods/proxy`` (the first
+request to a pod's server, through the API server), list events to explain a rollout. The ClusterRole only
+reads ResourceSlices (``get``, ``list``): which devices the DRA driver publishes, to claim the planned ones
+and to name the ones allocated. No Secrets, no nodes, nothing else cluster-scoped. docs/deploy.md shows
+the rendered YAML; the integration tests deploy with this identity, not as cluster-admin.
 """
 
 from __future__ import annotations
@@ -24,18 +28,25 @@ PLAN_RESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("", ("services", "configmaps")),
     ("policy", ("poddisruptionbudgets",)),
 )
+VERBS = ["get", "create", "patch", "delete"]
 
 
 def deployer_rbac(namespace: str, name: str = SERVICE_ACCOUNT) -> list[dict[str, Any]]:
-    """ServiceAccount, Role and RoleBinding manifests for the deploy step in ``namespace``."""
+    """ServiceAccount, Role, RoleBinding, ClusterRole and ClusterRoleBinding for the deploy step in
+    ``namespace`` (the cluster-scoped pair, named ``<name>-<namespace>``, only reads ResourceSlices)."""
     rules: list[dict[str, Any]] = [
-        {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "create", "patch", "delete"]}
+        {"apiGroups": [group], "resources": list(resources), "verbs": list(VERBS)}
         for group, resources in PLAN_RESOURCES
     ]
-    rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]})
+    rules.append(
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": [*VERBS, "list"]}
+    )
+    rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]})
+    rules.append({"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["create"]})
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["list"]})
     labels = {"app.kubernetes.io/managed-by": "gpuplace", "app.kubernetes.io/component": "deployer"}
     meta = {"name": name, "namespace": namespace, "labels": labels}
+    cluster_meta = {"name": f"{name}-{namespace}", "labels": labels}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
@@ -44,6 +55,25 @@ def deployer_rbac(namespace: str, name: str = SERVICE_ACCOUNT) -> list[dict[str,
             "kind": "RoleBinding",
             "metadata": meta,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": cluster_meta,
+            "rules": [
+                {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["get", "list"]}
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": cluster_meta,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": cluster_meta["name"],
+            },
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
         },
     ]

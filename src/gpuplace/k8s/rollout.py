@@ -19,7 +19,6 @@ from gpuplace.errors import GpuplaceError
 from gpuplace.k8s.api import Api
 from gpuplace.k8s.errors import KubeError
 from gpuplace.k8s.retry import Deadline
-from gpuplace.types import PodRecord
 
 POLL_S = 0.25
 
@@ -132,26 +131,6 @@ def _epoch(stamp: str | None) -> float:
     if not stamp:
         return math.nan
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def _condition_time(pod: Mapping[str, Any], kind: str) -> float:
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == kind and c.get("status") == "True":
-            return _epoch(c.get("lastTransitionTime"))
-    return math.nan
-
-
-def pod_record(pod: Mapping[str, Any]) -> PodRecord:
-    """Where a pod is and when it got there (server timestamps: one-second resolution, as the API has)."""
-    meta = pod.get("metadata") or {}
-    return PodRecord(
-        name=str(meta.get("name", "")),
-        node=str((pod.get("spec") or {}).get("nodeName") or ""),
-        phase=str((pod.get("status") or {}).get("phase") or ""),
-        created_at_s=_epoch(meta.get("creationTimestamp")),
-        scheduled_at_s=_condition_time(pod, "PodScheduled"),
-        ready_at_s=_condition_time(pod, "Ready"),
-    )
 
 
 def unschedulable(pod: Mapping[str, Any]) -> bool:

@@ -8,11 +8,13 @@ every point. Outputs are written by :mod:`.io`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuplace.errors import CheckFailed
 from gpuplace.loadtest.config import LoadTestConfig
 from gpuplace.loadtest.io import write_outputs
 from gpuplace.loadtest.metrics import prediction_error
@@ -143,6 +145,28 @@ def run_loadtest_step(
     prediction = prediction_error(result.report, config.predicted) if config.predicted else {}
     write_outputs(out, result.records, result.report, prediction, result.endpoint_notes)
     return LoadTestResult(result.report, result.records, prediction, result.endpoint_notes, out)
+
+
+class NothingServed(CheckFailed):
+    """The load test ran and no request succeeded (or the SLO attainment cannot be computed): the step
+    fails, after its outputs are written, so a pipeline never reports a figure of a server that did not
+    serve."""
+
+
+def require_served(result: LoadTestResult, where: str = "the load test", endpoint: str = "") -> None:
+    """Raise :class:`NothingServed` when no request of ``result`` succeeded or its SLO attainment is
+    unknown; the message has the error kinds and the first error."""
+    report = result.report
+    if report.completed > 0 and not math.isnan(report.slo_attainment):
+        return
+    kinds = ", ".join(f"{k}={v}" for k, v in report.errors.items()) or "no request sent"
+    first = next((r.error for r in result.records if r.error), "")
+    raise NothingServed(
+        f"{where}: no request succeeded of {report.completed + report.failed} sent ({kinds})"
+        + (f"; first error: {first}" if first else "")
+        + (f"; endpoint {endpoint}" if endpoint else "")
+        + ". The records and report were written."
+    )
 
 
 def run_loadtest_to_paths(

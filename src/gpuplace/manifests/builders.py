@@ -477,9 +477,14 @@ def build_manifests(
 
 def kfp_fragments(plan: PlacementPlan, inventory: Inventory) -> dict[str, Any]:
     """JSON for kfp-kubernetes ``add_node_affinity_json``, ``add_toleration_json`` and
-    ``add_node_selector_json``."""
+    ``add_node_selector_json``, and the task's ``set_accelerator_type`` / ``set_accelerator_limit``: the
+    replica's GPU resource and count, the count a *string* (KFP's driver resolves only string values
+    there: a number gives no GPU limit at all)."""
+    ((resource, count),) = gpu_resources(plan, inventory).items()
     return {
         "node_affinity": node_affinity(plan),
         "tolerations": tolerations(plan, inventory),
         "node_selector": node_selector(plan, inventory),
+        "accelerator_type": resource,
+        "accelerator_count": str(count),
     }

@@ -298,3 +298,18 @@ def discover_cuda(device: torch.device, catalog: GpuCatalog | None = None) -> De
 
 def discover_device(device: torch.device, catalog: GpuCatalog | None = None) -> DeviceInfo:
     return discover_cuda(device, catalog) if device.type == "cuda" else discover_cpu()
+
+
+def local_unit(catalog: GpuCatalog | None = None) -> str:
+    """The device a local server on this machine runs on (``--device auto``), as a catalog unit: the
+    catalog GPU of CUDA device 0, else its name, else ``cpu``. Compared with a plan's ``chosen.unit`` to
+    decide whether a latency prediction can be checked against what was measured here."""
+    if not torch.cuda.is_available():
+        return "cpu"
+    props = torch.cuda.get_device_properties(0)
+    if catalog is None:
+        from gpuplace.catalog import load_gpu_catalog
+
+        catalog = load_gpu_catalog()
+    spec = catalog.match_device(props.name, props.total_memory / 2**30)
+    return spec.name if spec else str(props.name)

@@ -93,7 +93,22 @@ def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def write_kubeconfig(path: Path, server: str, pki: PkiFiles, *, name: str = "gpuplace-testenv") -> Path:
+KUBECONFIG_CONTEXT = "gpuplace-testenv"
+
+
+def is_testenv_kubeconfig(path: str | Path | None) -> bool:
+    """Whether the kubeconfig at ``path`` (None: ``$KUBECONFIG``, else ``~/.kube/config``) points at a
+    gpuplace testenv, whose nodes KWOK plays (its current context is :data:`KUBECONFIG_CONTEXT`)."""
+    if path in (None, ""):
+        path = (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or Path.home() / ".kube" / "config"
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(config, dict) and config.get("current-context") == KUBECONFIG_CONTEXT
+
+
+def write_kubeconfig(path: Path, server: str, pki: PkiFiles, *, name: str = KUBECONFIG_CONTEXT) -> Path:
     config = {
         "apiVersion": "v1",
         "kind": "Config",

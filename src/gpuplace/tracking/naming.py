@@ -106,10 +106,29 @@ def path_metric_dict(m: PathMetrics) -> dict[str, float]:
             "sla_breaches_per_month": m.sla_breaches_per_month,
             "sla_breach_cost_usd_per_month": m.sla_breach_cost_usd_per_month,
             "prediction_error_ratio": m.prediction_error,
+            # the plan's prediction, for the planned GPU (param prediction_for); the errors exist only when
+            # the requests were served by that GPU (param served_on)
+            "predicted_ttft_p99_ms": to_ms(m.predicted_ttft_p99_s),
+            "predicted_tpot_p99_ms": to_ms(m.predicted_tpot_p99_s),
+            "ttft_p99_error_ratio": m.ttft_p99_error,
+            "tpot_p99_error_ratio": m.tpot_p99_error,
             "latency_predictability_ratio": m.latency_predictability,
             "misplaced_pods": float(m.misplaced_pods),
         }
     )
+
+
+def path_params(m: PathMetrics) -> dict[str, str]:
+    """A path run's params: where it ran and what the prediction is for (MLflow params are strings)."""
+    return {
+        "path": m.path,
+        "serving_target": m.serving_target,
+        "placement_level": m.placement_level,
+        "nodes": ",".join(m.nodes)[:6000],
+        "gpu_ids": ",".join(m.gpu_ids)[:6000],
+        "served_on": m.served_on or "unknown",
+        "prediction_for": m.prediction_for,
+    }
 
 
 def comparison_metric_dict(c: Comparison) -> dict[str, float]:

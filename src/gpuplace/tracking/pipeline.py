@@ -39,13 +39,14 @@ from gpuplace.tracking.naming import (
     comparison_params,
     git_commit,
     path_metric_dict,
+    path_params,
     plan_metric_dict,
     plan_params,
     point_metric_dict,
     point_params,
     profile_params,
 )
-from gpuplace.types.compare import Comparison
+from gpuplace.types.compare import Comparison, PathMetrics
 from gpuplace.types.plan import PlacementPlan
 
 
@@ -100,15 +101,41 @@ def log_pipeline_run(tracker: Tracker, bundle: RunBundle) -> str:
         if plan is not None:
             _log_plan(tracker, parent, plan, bundle, tags)
         metrics_by_path = {m.path: m for m in bundle.comparison.paths} if bundle.comparison else {}
+        for files in bundle.paths:  # a run without a comparison: its path's figures from its own files
+            if files.path not in metrics_by_path and (measured := measured_path(files, plan)) is not None:
+                metrics_by_path[files.path] = measured
         names = [p.path for p in bundle.paths] + [
             n for n in metrics_by_path if n not in {p.path for p in bundle.paths}
         ]
         files_by_path = {p.path: p for p in bundle.paths}
         for name in names:
-            _log_path(tracker, parent, name, files_by_path.get(name), bundle.comparison, tags)
+            _log_path(tracker, parent, name, files_by_path.get(name), metrics_by_path.get(name), tags)
         if bundle.comparison is not None:
             _log_comparison(tracker, parent, bundle.comparison, bundle.report_dir, bundle.figures)
+        else:  # the parent carries the measured figures too, so MLflow's run table can sort by them
+            tracker.log(
+                parent,
+                {f"{n}.{k}": v for n, m in metrics_by_path.items() for k, v in path_metric_dict(m).items()},
+            )
         return parent.run_id
+
+
+def measured_path(files: PathFiles, plan: PlacementPlan | None) -> PathMetrics | None:
+    """A path's figures from its deployment record and load-test report (no fleet: cost and fragmentation
+    stay unknown); None when either file is missing."""
+    from gpuplace.compare.metrics import PathResult, path_metrics
+    from gpuplace.deploy import read_record
+    from gpuplace.loadtest.io import read_report
+
+    if files.deployment is None or files.loadtest_dir is None:
+        return None
+    report = files.loadtest_dir / REPORT_FILE if files.loadtest_dir.is_dir() else files.loadtest_dir
+    if not report.is_file():
+        return None
+    result = PathResult(files.path, read_record(files.deployment), read_report(report))
+    return path_metrics(
+        result, plan=plan, fleet=None, catalog=None, fragmentation=None, penalty_usd_per_breach=0.0
+    )
 
 
 def _log_profile(
@@ -162,18 +189,15 @@ def _log_path(
     parent: RunHandle,
     name: str,
     files: PathFiles | None,
-    comparison: Comparison | None,
+    metrics: PathMetrics | None,
     tags: dict[str, str],
 ) -> None:
-    metrics = next((m for m in comparison.paths if m.path == name), None) if comparison else None
     path_tags = {**tags, TAG_PATH: name}
     if metrics is not None:
         path_tags[TAG_TARGET] = metrics.serving_target
     with tracker.run(f"path: {name}", "path", parent=parent, tags=path_tags) as run:
         if metrics is not None:
-            tracker.log(
-                run, path_metric_dict(metrics), {"path": name, "serving_target": metrics.serving_target}
-            )
+            tracker.log(run, path_metric_dict(metrics), path_params(metrics))
         if files is None:
             return
         if files.deployment is not None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpuplace.compare.step import CompareOptions, CompareOutputs, run_compare_step
 from gpuplace.loadtest.io import RECORDS_PARQUET, REPORT_FILE
 from gpuplace.plandir import read_plan_dir
+from gpuplace.report.plots import close_figures
 from gpuplace.tracking import open_tracker
 from gpuplace.tracking.config import DEFAULT_WORKDIR
 from gpuplace.tracking.pipeline import PathFiles, RunBundle, log_pipeline_run
@@ -63,3 +65,37 @@ def track_run_step(
         )
         run_id = log_pipeline_run(tracker, bundle)
     return TrackResult(run_id=run_id, where=tracker.config.describe())
+
+
+def compare_and_track(options: CompareOptions, out_dir: str | Path) -> CompareOutputs:
+    """The comparison step (:func:`gpuplace.compare.step.run_compare_step`), logged to MLflow as one
+    parent run with a child per path when ``options.mlflow.enabled``. The tracker connects before any
+    work, so an unreachable server fails fast."""
+    m = options.mlflow
+    if not m.enabled:
+        return run_compare_step(options, out_dir)
+    tracker = open_tracker(
+        m.uri or None,
+        experiment=m.experiment,
+        workdir=m.workdir,
+        fallback_local=m.fallback_local,
+        system_metrics=m.system_metrics,
+    )
+    result = run_compare_step(options, out_dir, keep_figures=True)
+    plan = result.comparison.plan
+    bundle = RunBundle(
+        name=m.run_name or f"compare {plan.plan_id if plan else ''}".strip(),
+        comparison=result.comparison,
+        profile=Path(m.profile) if m.profile else None,
+        plan=result.plan_dir,
+        manifests=Path(m.manifests) if m.manifests else None,
+        paths=tuple(PathFiles(p.path, Path(p.deployment), Path(p.loadtest)) for p in options.paths),
+        report_dir=result.out_dir,
+        figures=result.figures,
+        kfp_run_id=m.kfp_run_id,
+    )
+    try:
+        run_id = log_pipeline_run(tracker, bundle)
+    finally:
+        close_figures(result.figures)
+    return replace(result, mlflow_run_id=run_id, mlflow_where=tracker.config.describe(), figures={})

@@ -26,14 +26,17 @@ PATHS: tuple[str, ...] = ("native", "kubeflow")
 class PathMetrics:
     """The measured figures of one orchestration path (docs/comparison.md defines each).
 
-    ``*_source`` fields say where a figure came from when there is more than one way to get it
-    (e.g. ``fragmentation_source`` is ``"measured placement"`` or ``"plan"``).
+    Every figure is computed from what was measured (the placement read back from the API, the load
+    test, the clock); a figure the measurement cannot give is NaN, with a note saying why — never the
+    plan's. ``*_source`` fields say how a figure was computed; ``predicted_*`` are the plan's, for
+    ``prediction_for`` (the planned GPU), and ``prediction_error`` is computed only when the requests were
+    served by that GPU (``served_on``).
     """
 
     path: str
     serving_target: str  # the deploy target: "kubernetes" or "local"
-    provisioning_s: float  # first pod created → last pod ready
-    provisioning_p50_s: float  # median per-pod created → ready
+    provisioning_s: float  # first pod created → last pod ready to serve (first successful request)
+    provisioning_p50_s: float  # median per-pod created → ready to serve
     ttft_p50_s: float
     ttft_p99_s: float
     tpot_p50_s: float
@@ -43,7 +46,7 @@ class PathMetrics:
     completed: int
     failed: int
     slo_attainment: float
-    gpus: int
+    gpus: float  # GPUs held as measured; a time-sliced share counts its share; NaN without cluster GPUs
     gpu_hours_per_1k_requests: float
     cost_usd_per_month: float
     fragmentation_gpus: float  # FGD: expected GPUs the workload mix cannot use, fleet after placement
@@ -56,10 +59,20 @@ class PathMetrics:
     cost_source: str = ""
     fragmentation_source: str = ""
     notes: tuple[str, ...] = ()
+    placement_level: str = ""  # "device" (DRA), "node" (device plugin), "none"
+    nodes: tuple[str, ...] = ()  # measured: spec.nodeName of each pod
+    gpu_ids: tuple[str, ...] = ()  # measured: DRA-allocated devices; () at node level
+    served_on: str = ""  # the device that served the load test
+    prediction_for: str = ""  # the planned unit the prediction is for
+    predicted_ttft_p99_s: float = math.nan
+    predicted_tpot_p99_s: float = math.nan
+    ttft_p99_error: float = math.nan  # (measured − predicted) / predicted; NaN unless served_on matches
+    tpot_p99_error: float = math.nan
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["notes"] = list(self.notes)
+        for key in ("notes", "nodes", "gpu_ids"):
+            data[key] = list(getattr(self, key))
         return dict(json_clean(data))
 
     @classmethod
@@ -72,7 +85,8 @@ class PathMetrics:
             if f.type == "float":
                 value = math.nan if value is None else float(value)
             known[name] = value
-        known["notes"] = tuple(known.get("notes") or ())
+        for key in ("notes", "nodes", "gpu_ids"):
+            known[key] = tuple(known.get(key) or ())
         return cls(**known)
 
 
@@ -105,6 +119,8 @@ class ScoreCard:
     relative_margin: float  # margin / runner-up's total
     flips: tuple[Flip, ...] = ()
     normalisation: Mapping[str, str] = field(default_factory=dict)  # criterion → how it was scored
+    # weighted criteria left out of the verdict because a path's figure is unknown → why
+    excluded: Mapping[str, str] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -135,6 +151,7 @@ class ScoreCard:
                 for f in data.get("flips") or ()
             ),
             normalisation={str(k): str(v) for k, v in (data.get("normalisation") or {}).items()},
+            excluded={str(k): str(v) for k, v in (data.get("excluded") or {}).items()},
         )
 
 

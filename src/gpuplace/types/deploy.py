@@ -1,8 +1,13 @@
-"""The record of a deployment, shared by every target (``kubernetes`` and ``local``).
+"""The record of a deployment, shared by every target (``kubernetes`` and ``local``) and both paths.
 
 The deploy step writes it as ``deployment.json``; the load tester reads its ``endpoint``; the
-comparison reads the pods' provisioning times. Times are epoch seconds (``time.time()``), NaN when a
-pod never reached that state.
+comparison reads the pods' provisioning times, where they landed and the serving spec that ran. Times
+are epoch seconds (``time.time()``), NaN when a pod never reached that state.
+
+Every field of a :class:`PodRecord` is read back from the thing it names (the API, the server, the local
+clock) except those called ``planned_*``, which are the plan's and are there only to compare against.
+GPU ids are measured only where the API names devices (DRA claim allocations); with the device plugin
+the record says "node level" and carries none.
 """
 
 from __future__ import annotations
@@ -12,7 +17,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpuplace.types.serving import ServingSpec
 from gpuplace.types.stats import Distribution
+
+DEVICE_LEVEL = "device"  # GPU devices read from DRA claim allocations
+NODE_LEVEL = "node"  # GPUs through the device plugin: the API says which node, not which devices
+NO_GPU = "none"  # no GPU asked for (the local target on a CPU), or not scheduled
+_TIMES = ("created_at_s", "scheduled_at_s", "ready_at_s", "serving_at_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,17 +31,30 @@ class PodRecord:
     """One serving replica: where it landed, where the plan wanted it, and when it got there."""
 
     name: str
-    node: str = ""  # "" while unscheduled
-    planned_node: str = ""  # "" when the plan named no node (e.g. the local target)
+    node: str = ""  # spec.nodeName; "" while unscheduled
+    planned_node: str = ""  # the plan's; "" when the plan named none (e.g. the local target)
     phase: str = ""
     created_at_s: float = math.nan
     scheduled_at_s: float = math.nan
-    ready_at_s: float = math.nan
-    gpu_ids: tuple[str, ...] = ()
+    ready_at_s: float = math.nan  # the Ready condition (on the local target: /health answered)
+    serving_at_s: float = math.nan  # ready to serve: the first successful request
+    gpu_ids: tuple[str, ...] = ()  # measured: inventory ids of the devices DRA allocated; () otherwise
+    planned_gpu_ids: tuple[str, ...] = ()  # the plan's GPU set for this replica, for comparison only
+    placement_level: str = ""  # DEVICE_LEVEL | NODE_LEVEL | NO_GPU; "" when not read back
+    gpu_resource: str = ""  # what the pod took its GPUs as: nvidia.com/gpu, nvidia.com/mig-<p>, a DRA class
+    gpu_count: int = 0  # devices of gpu_resource the pod holds (DRA: allocated devices)
+    endpoint: str = ""  # where this replica answered its first successful request
+    timing: str = ""  # "watch" (local clock, sub-second), "api" (1 s timestamps), "process" (local target)
+    mismatches: tuple[str, ...] = ()  # how the measured placement differs from the plan's
 
     @property
     def provisioning_s(self) -> float:
-        """created → ready; NaN if not ready."""
+        """Created → ready to serve (the first successful request); NaN when that was not observed."""
+        return self.serving_at_s - self.created_at_s
+
+    @property
+    def ready_s(self) -> float:
+        """Created → Ready (the condition, not a request)."""
         return self.ready_at_s - self.created_at_s
 
     @property
@@ -39,12 +63,14 @@ class PodRecord:
 
     @property
     def misplaced(self) -> bool:
-        return bool(self.planned_node) and bool(self.node) and self.node != self.planned_node
+        return bool(self.mismatches) or (
+            bool(self.planned_node) and bool(self.node) and self.node != self.planned_node
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class DeploymentRecord:
-    """What the deploy step did, for either target."""
+    """What the deploy step did, for either target and either orchestration path."""
 
     target: str  # "kubernetes" or "local"
     name: str
@@ -58,12 +84,33 @@ class DeploymentRecord:
     pid: int | None = None  # local target: the server process
     served_model_name: str = ""  # the `model` field requests must carry
     notes: tuple[str, ...] = ()
+    serving: ServingSpec | None = None  # the serving spec that ran (docs/comparison.md#same-spec)
+    path: str = ""  # "native" | "kubeflow" | "" (a plain deploy)
+    gpu_api: str = ""  # "dra" | "device-plugin" | "" (no GPUs through Kubernetes)
+    runtime: str = ""  # what ran the server: "kubelet", "local stand-in (KWOK)", "local process"
+    served_on: str = ""  # the device that served the requests (catalog unit), "" when not known
 
     def provisioning(self) -> Distribution:
+        """Per-pod created → ready to serve, over the pods where that was observed."""
         return Distribution.of(p.provisioning_s for p in self.pods if not math.isnan(p.provisioning_s))
 
     def mismatches(self) -> tuple[str, ...]:
-        return tuple(f"{p.name}: on {p.node}, planned {p.planned_node}" for p in self.pods if p.misplaced)
+        out: list[str] = []
+        for p in self.pods:
+            if p.mismatches:
+                out.extend(p.mismatches)
+            elif p.misplaced:
+                out.append(f"pod {p.name} on {p.node}, planned {p.planned_node}")
+        return tuple(out)
+
+    @property
+    def placement_level(self) -> str:
+        """The coarsest level any pod's placement is known at ("" without pods)."""
+        levels = {p.placement_level for p in self.pods}
+        for level in ("", NODE_LEVEL, NO_GPU, DEVICE_LEVEL):
+            if level in levels:
+                return level
+        return ""
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -72,6 +119,7 @@ class DeploymentRecord:
             for p in self.pods
         ]
         data["notes"] = list(self.notes)
+        data["serving"] = self.serving.to_json_dict() if self.serving is not None else None
         return data
 
     @classmethod
@@ -80,10 +128,13 @@ class DeploymentRecord:
         pods = []
         for p in known.get("pods") or ():
             fields = {k: v for k, v in p.items() if k in PodRecord.__dataclass_fields__}
-            for t in ("created_at_s", "scheduled_at_s", "ready_at_s"):
+            for t in _TIMES:
                 fields[t] = math.nan if fields.get(t) is None else float(fields[t])
-            fields["gpu_ids"] = tuple(fields.get("gpu_ids") or ())
+            for t in ("gpu_ids", "planned_gpu_ids", "mismatches"):
+                fields[t] = tuple(fields.get(t) or ())
             pods.append(PodRecord(**fields))
         known["pods"] = tuple(pods)
         known["notes"] = tuple(known.get("notes") or ())
+        serving = known.get("serving")
+        known["serving"] = ServingSpec.from_json_dict(serving) if serving else None
         return cls(**known)

@@ -152,6 +152,16 @@ class Candidate:
         return self.tp if self.kind == "whole" else 1
 
     @property
+    def unit(self) -> str:
+        """The device one GPU of this shape is: the catalog GPU, with its MIG profile or share. A latency
+        prediction is checked only against a measurement served by this unit."""
+        if self.kind == "mig":
+            return f"{self.gpu} MIG {self.mig_profile}"
+        if self.kind == "shared":
+            return f"{self.gpu} ({self.share:g} share)"
+        return self.gpu
+
+    @property
     def cost_usd_per_month(self) -> float:
         return self.cost_usd_per_hour * HOURS_PER_MONTH
 

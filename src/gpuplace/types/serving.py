@@ -35,14 +35,15 @@ class ServingSpec:
     mig_profile: str = ""
     gpu_share: float = 1.0  # fraction of one GPU for a time-sliced share
     replicas: int = 1
-    port: int = 8000
+    port: int = 8000  # 0: a local server on a free port of this machine
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InvalidInput("serving.engine", self.engine, f"must be one of {', '.join(ENGINES)}", "")
         for name in ("gpus_per_replica", "tensor_parallel", "replicas", "port"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < (0 if name == "gpus_per_replica" else 1):
+            # 0 GPUs: the local engine on a CPU; port 0: a local server on any free port
+            if not isinstance(value, int) or value < (0 if name in ("gpus_per_replica", "port") else 1):
                 raise InvalidInput(f"serving.{name}", value, "must be a positive integer", "")
         if not 0 < self.gpu_share <= 1:
             raise InvalidInput("serving.gpu_share", self.gpu_share, "must be in (0, 1]", "")

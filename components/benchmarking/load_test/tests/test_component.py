@@ -73,6 +73,23 @@ def test_python_func_rejects_bad_input_before_sending(server: FaultServer, tmp_p
     assert not any(Path(o.path).exists() for o in outs.values())
 
 
+def test_a_load_test_with_no_successful_request_fails_after_writing_its_outputs(
+    server: FaultServer, tmp_path: Path
+) -> None:
+    from gpuplace.loadtest.run import NothingServed
+
+    outs = {n: _Art(tmp_path / n) for n in ("records", "report", "metrics", "summary")}
+    server.inject("http_500", count=10)
+    with pytest.raises(NothingServed, match="no request succeeded of 3 sent") as failed:
+        load_test.python_func(
+            **outs, endpoint=server.url, prompt_tokens="8", output_tokens="4", max_requests=3
+        )
+    assert failed.value.exit_status == 1
+    report = json.loads(Path(outs["report"].path).read_text())  # kept: the failure is data too
+    assert report["completed"] == 0 and report["failed"] == 3
+    assert len(pd.read_parquet(outs["records"].path)) == 3
+
+
 def test_component_spec_compiles_with_its_interface() -> None:
     spec = load_test.component_spec
     assert set(spec.outputs or {}) == {"records", "report", "metrics", "summary"}

@@ -55,6 +55,28 @@ def test_python_func_rejects_bad_weights_before_writing(tmp_path: Path) -> None:
     assert not any(Path(o.path).exists() for o in outs.values())
 
 
+def test_python_func_fails_the_task_when_the_paths_ran_different_specs(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from gpuplace.compare import IncomparablePaths
+    from gpuplace.deploy import read_record, write_record
+
+    s = write_sample_inputs(tmp_path / "in", requests=10)
+    kubeflow = read_record(s.deployments["kubeflow"])
+    assert kubeflow.serving is not None
+    write_record(replace(kubeflow, serving=replace(kubeflow.serving, engine="transformers")), tmp_path / "kf")
+    outs = {n: _Art(tmp_path / n) for n in ("comparison", "report_md", "report_html", "metrics")}
+    with pytest.raises(IncomparablePaths, match="engine: 'vllm' ≠ 'transformers'"):
+        compare_paths.python_func(
+            native_deployment=_Art(s.deployments["native"]),
+            native_loadtest=_Art(s.loadtests["native"]),
+            kubeflow_deployment=_Art(tmp_path / "kf" / "deployment.json"),
+            kubeflow_loadtest=_Art(s.loadtests["kubeflow"]),
+            **outs,
+        )
+    assert not Path(outs["comparison"].path).exists()  # no verdict written
+
+
 def test_component_spec_has_its_interface() -> None:
     spec = compare_paths.component_spec
     assert set(spec.outputs or {}) == {"comparison", "report_md", "report_html", "metrics"}
