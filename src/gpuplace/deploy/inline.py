@@ -239,6 +239,16 @@ def serve_and_load_test(
     return InlineResult(deployment=record, loadtest=result)
 
 
+def compiled_package(name: str) -> Path:
+    """The checked-in compiled YAML of pipeline ``name``, found without importing kfp or the pipelines."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gpuplace.pipelines")
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidInput("pipeline", name, "gpuplace.pipelines is not installed", "Reinstall gpuplace")
+    return Path(next(iter(spec.submodule_search_locations))) / name / "pipeline.yaml"
+
+
 def serve_and_load_test_task(
     plan_dir: str | Path,
     params: Mapping[str, Any],
@@ -253,9 +263,7 @@ def serve_and_load_test_task(
     backend = str(params.get("backend") or "local")
     package = ""
     if backend == "testenv":
-        from gpuplace.jobs.submit import compiled_path
-
-        package = str(compiled_path("orchestration_comparison"))
+        package = str(compiled_package("orchestration_comparison"))
     # this task's inputs by the pipeline's parameter names, for the task pod's executor input
     pipeline_args = {
         "loadtest_prompt_tokens": params.get("prompt_tokens", ""),
