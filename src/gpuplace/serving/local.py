@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,8 +57,13 @@ def _log_tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def serve_command(model_dir: Path, *, host: str, port: int, device: str = "auto") -> list[str]:
-    """The ``transformers serve`` command line, run with this interpreter (no PATH lookup)."""
+def serve_command(
+    model_dir: Path, *, host: str, port: int, device: str = "auto", extra_args: Sequence[str] = ()
+) -> list[str]:
+    """The ``transformers serve`` command line, run with this interpreter (no PATH lookup).
+
+    ``extra_args`` go last, e.g. ``--continuous-batching`` and its ``--cb-*`` settings.
+    """
     return [
         sys.executable,
         "-c",
@@ -73,6 +79,7 @@ def serve_command(model_dir: Path, *, host: str, port: int, device: str = "auto"
         device,
         "--log-level",
         "warning",
+        *extra_args,
     ]
 
 
@@ -97,6 +104,7 @@ def deploy_local(
     startup_timeout_s: float = 300.0,
     name: str = "gpuplace-local",
     device: str = "auto",
+    extra_args: Sequence[str] = (),
 ) -> DeploymentRecord:
     """Start ``transformers serve`` for ``model`` (a preset or a model directory) and wait until ready.
 
@@ -116,7 +124,7 @@ def deploy_local(
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            serve_command(model_dir, host=host, port=port, device=device),
+            serve_command(model_dir, host=host, port=port, device=device, extra_args=extra_args),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
