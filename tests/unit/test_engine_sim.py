@@ -58,6 +58,11 @@ def test_one_request_alone_is_one_prefill_step_then_one_step_per_token() -> None
     assert result.tpot.p50 == pytest.approx(0.011)
     assert result.steps == 5
     assert result.preemptions == 0
+    pred = result.to_prediction(memory_per_gpu_gib=1.5)
+    assert (pred.ttft_p50_s, pred.tpot_p99_s, pred.max_batch, pred.stable) == pytest.approx(
+        (0.020, 0.011, 1, True)
+    )
+    assert pred.concurrency == pytest.approx(result.throughput_rps * result.e2e.mean)
 
 
 def test_a_prompt_longer_than_the_budget_is_chunked_over_steps() -> None:

@@ -562,11 +562,10 @@ class ReplicaModel:
         self.model = model
         self.traffic = traffic
         self._cache: dict[float, ServingPrediction] = {}
-        mean = (
-            sum(r.prompt_tokens for r in traffic.at_rate(1.0)[:500]) / min(500, traffic.requests),
-            sum(r.output_tokens for r in traffic.at_rate(1.0)[:500]) / min(500, traffic.requests),
-        )
-        self.mean_prompt_tokens, self.mean_output_tokens = mean
+        sample = traffic.at_rate(1.0)[:500]
+        self.mean_prompt_tokens = sum(r.prompt_tokens for r in sample) / len(sample)
+        self.mean_output_tokens = sum(r.output_tokens for r in sample) / len(sample)
+        mean = (self.mean_prompt_tokens, self.mean_output_tokens)
         self.capacity_rps = fluid_capacity_rps(engine, model, *mean)
         self.simulations = 0
 

@@ -11,6 +11,9 @@ efficiencies, plus fixed terms:
   sums equals the sum of the per-layer maxes;
 * **decode attention**: the K and V of every context token read once ÷ (bandwidth·MBU);
 * **prefill attention**: 4·heads·head_dim FLOPs per (query, key) pair per layer ÷ (peak·attention MFU);
+* **elementwise operations** (the fused add-RMSNorms, rotary embedding, SiLU-and-mul): memory-bound on
+  the activations they read and write, ``(8·hidden + 2·(q + k heads)·head_dim + 3·intermediate)`` bf16
+  values per token per layer (heads and intermediate split over TP) ÷ (bandwidth·MBU);
 * **tensor parallelism**: weights, heads and KV heads split over ``tp`` GPUs, plus two ring all-reduces
   per layer of the step's hidden states over the link the GPU set really has
   (:data:`gpuplace.planner.latency.LINKS`: per-message latency, bandwidth × link efficiency);
@@ -49,7 +52,7 @@ class StepTimeModel:
     weights_s: float = 0.0  # reading the weights once (the memory floor of the linear layers)
     gemm_s_per_token: float = 0.0  # linear-layer compute per token processed
     head_s_per_sample: float = 0.0  # LM-head compute per token sampled
-    per_token_s: float = 0.0  # measured engine overhead per token processed
+    per_token_s: float = 0.0  # per token outside the linear layers: activation traffic, or measured overhead
     per_seq_s: float = 0.0  # measured engine overhead per request in the step
     kv_s_per_token: float = 0.0  # reading one cached token's K and V (decode attention)
     attn_s_per_pair: float = 0.0  # one (query, key) pair of prefill attention
@@ -102,6 +105,18 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = SERV
     return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes
 
 
+def activation_bytes_per_token(arch: ModelArch, tp: int, dtype_bytes: int = SERVING_DTYPE_BYTES) -> float:
+    """Bytes the elementwise operations of all layers read and write per token, on one GPU.
+
+    Per layer: two fused add-RMSNorms (read input and residual, write both: 4·hidden each), the rotary
+    embedding (read and write q and k), SiLU-and-mul (read gate and up, write one: 3·intermediate).
+    """
+    q = arch.num_attention_heads * arch.head_dim / tp
+    k = -(-arch.num_kv_heads // tp) * arch.head_dim
+    per_layer = 8 * arch.hidden_size + 2 * (q + k) + 3 * arch.intermediate_size / tp
+    return float(arch.num_layers * per_layer * dtype_bytes)
+
+
 def roofline_step_model(arch: ModelArch, shape: Shape, eff: Efficiencies) -> StepTimeModel:
     """The step-time coefficients of ``arch`` on ``shape`` at efficiencies ``eff`` (serving in bf16)."""
     spec = shape.spec
@@ -129,6 +144,7 @@ def roofline_step_model(arch: ModelArch, shape: Shape, eff: Efficiencies) -> Ste
     slow = SHARED_OVERHEAD if shape.shared else 1.0
     attn_flops_per_pair = 4 * arch.num_layers * arch.num_attention_heads * arch.head_dim / tp
     return StepTimeModel(
+        per_token_s=activation_bytes_per_token(arch, tp) / bw * slow,
         fixed_s=eff.step_overhead_s * slow,
         weights_s=arch.decode_weight_params * b / tp / bw * slow,
         gemm_s_per_token=2 * body / tp / (flops * eff.mfu) * slow,
