@@ -31,6 +31,7 @@ QUANTITIES: Mapping[str, tuple[float, float]] = MappingProxyType(
         "mfu": (0.0, 1.0),
         "attention_mfu": (0.0, 1.0),
         "link_efficiency": (0.0, 1.0),
+        "gemm_latency_s": (0.0, 0.001),
         "step_overhead_s_per_layer": (0.0, 0.01),
         "request_overhead_s_per_layer": (0.0, 0.1),
     }
@@ -82,6 +83,7 @@ class EfficiencyTable:
             mfu=values["mfu"],
             attention_mfu=values["attention_mfu"],
             link_efficiency=values["link_efficiency"],
+            gemm_latency_s=values["gemm_latency_s"],
             step_overhead_s=values["step_overhead_s_per_layer"] * layers,
             request_overhead_s=values["request_overhead_s_per_layer"] * layers,
             sources={
@@ -89,6 +91,7 @@ class EfficiencyTable:
                 "mfu": sources["mfu"],
                 "attention_mfu": sources["attention_mfu"],
                 "link_efficiency": sources["link_efficiency"],
+                "gemm_latency_s": sources["gemm_latency_s"],
                 "step_overhead_s": f"{layers} layers x {sources['step_overhead_s_per_layer']}",
                 "request_overhead_s": f"{layers} layers x {sources['request_overhead_s_per_layer']}",
             },

@@ -5,10 +5,11 @@ attending to its cached context) and ``c`` prompt tokens of prefilling requests 
 causally to its own prompt so far). Its time is the per-operation roofline divided by achieved
 efficiencies, plus fixed terms:
 
-* **linear layers** (QKV, O, MLP, LM head): ``max(weight bytes ÷ (bandwidth·MBU), FLOPs ÷ (peak·MFU))``
-  with FLOPs = 2 × non-embedding parameters per token (the head only for sampled tokens). Every linear
-  layer of a transformer has the same arithmetic intensity for a given token count, so the max of the
-  sums equals the sum of the per-layer maxes;
+* **linear layers** (QKV, O, gate-up, down per layer, and the LM head): ``max(weight bytes ÷
+  (bandwidth·MBU) + kernels × GEMM latency, FLOPs ÷ (peak·MFU))`` with FLOPs = 2 × non-embedding
+  parameters per token (the head only for sampled tokens). Every linear layer of a transformer has the
+  same arithmetic intensity for a given token count, so the max of the sums is the sum of the per-layer
+  maxes; the per-kernel latency is what makes small (high-TP) weight reads cost more than their bytes;
 * **decode attention**: the K and V of every context token read once ÷ (bandwidth·MBU);
 * **prefill attention**: 4·heads·head_dim FLOPs per (query, key) pair per layer ÷ (peak·attention MFU);
 * **elementwise operations** (the fused add-RMSNorms, rotary embedding, SiLU-and-mul): memory-bound on
@@ -105,6 +106,11 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = SERV
     return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes
 
 
+def gemm_kernels(arch: ModelArch) -> int:
+    """GEMM kernels one step launches: QKV, O, gate-up and down per layer, and the LM head."""
+    return 4 * arch.num_layers + 1
+
+
 def activation_bytes_per_token(arch: ModelArch, tp: int, dtype_bytes: int = SERVING_DTYPE_BYTES) -> float:
     """Bytes the elementwise operations of all layers read and write per token, on one GPU.
 
@@ -146,7 +152,7 @@ def roofline_step_model(arch: ModelArch, shape: Shape, eff: Efficiencies) -> Ste
     return StepTimeModel(
         per_token_s=activation_bytes_per_token(arch, tp) / bw * slow,
         fixed_s=eff.step_overhead_s * slow,
-        weights_s=arch.decode_weight_params * b / tp / bw * slow,
+        weights_s=(arch.decode_weight_params * b / tp / bw + gemm_kernels(arch) * eff.gemm_latency_s) * slow,
         gemm_s_per_token=2 * body / tp / (flops * eff.mfu) * slow,
         head_s_per_sample=2 * head / tp / (flops * eff.mfu) * slow,
         kv_s_per_token=kv_bytes_per_token_per_gpu(arch, tp) / bw * slow,
