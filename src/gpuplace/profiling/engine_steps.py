@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from gpuplace.errors import InvalidInput
-from gpuplace.types.engine import EngineStepProfile, EngineStepSample
+from gpuplace.types.engine import EngineParams, EngineStepProfile, EngineStepSample
 
 COEFFICIENTS: tuple[str, ...] = (
     "fixed_s",
@@ -207,15 +207,27 @@ def profile_local_engine(
     workdir: Path,
     device: str = "cpu",
     config: EngineStepConfig = EngineStepConfig(),
-    serve_args: Sequence[str] = ("--continuous-batching",),
+    engine: EngineParams | None = None,
 ) -> EngineStepProfile:
-    """Start ``transformers serve`` with ``serve_args`` for ``model`` here, measure it, stop it."""
+    """Start ``transformers serve --continuous-batching`` for ``model`` here, measure it, stop it.
+
+    The server runs with ``engine``'s budget and KV cache (``to_transformers_serve_args``); by default
+    transformers' own values with the cache pinned to 256 blocks, since its default takes 60% of the
+    free memory of a CPU, which a shared machine cannot spare.
+    """
     import platform
 
     import transformers
 
+    from gpuplace.catalog import model_arch_from_config, resolve_model
     from gpuplace.loadtest.prompts import load_tokenizer
+    from gpuplace.planner.engine import transformers_engine_params
     from gpuplace.serving.local import deploy_local, teardown_local
+
+    if engine is None:
+        arch = model_arch_from_config(model, resolve_model(model).config)
+        engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=256)
+    serve_args = engine.to_transformers_serve_args()
 
     record = deploy_local(
         model, workdir=workdir, device=device, name="gpuplace-engine-steps", extra_args=tuple(serve_args)
