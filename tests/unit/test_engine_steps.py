@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from gpuplace.errors import InvalidInput
-from gpuplace.profiling.engine_steps import EngineStepConfig, _window_step_times, fit_step_profile
-from gpuplace.types.engine import EngineStepSample
+from gpuplace.profiling.engine_steps import (
+    EngineStepConfig,
+    _window_step_times,
+    fit_admission_s,
+    fit_step_profile,
+)
+from gpuplace.types.engine import EngineStepProfile, EngineStepSample
 from gpuplace.types.loadtest import RequestResult
 
 TRUE = {
@@ -91,6 +97,26 @@ def test_the_decode_window_is_where_every_stream_decodes() -> None:
     for step, _made in rates:
         assert step == pytest.approx(0.01)
     assert _window_step_times([a, _record(0.5, [0.1, 0.2])]) == []  # no common window
+
+
+def test_the_admission_cost_is_fitted_back_from_a_mean_tpot() -> None:
+    from gpuplace.catalog import model_arch_from_config, resolve_model
+    from gpuplace.planner.engine import transformers_engine_params
+    from gpuplace.planner.engine_sim import simulate
+    from gpuplace.planner.steptime import measured_step_model
+    from gpuplace.workload import RequestSpec, arrival_times
+
+    profile = EngineStepProfile("e", "cpu", "x86", "tiny", **{k: v for k, v in TRUE.items()})
+    engine = transformers_engine_params(
+        model_arch_from_config("tiny", resolve_model("tiny").config), 0.0, num_blocks=64
+    )
+    times = arrival_times(200, 20.0, seed=3)
+    specs = [RequestSpec(i, t, 64, 32) for i, t in enumerate(times)]
+    truth = replace(profile, admission_s=0.004)
+    measured = simulate(specs, engine, measured_step_model(truth), discard_head=0, discard_tail=0).tpot.mean
+
+    assert fit_admission_s(profile, engine, specs, measured) == pytest.approx(0.004, rel=1e-3)
+    assert fit_admission_s(profile, engine, specs, 1e-6) == 0.0  # already slower than measured
 
 
 def test_config_validation_names_the_field() -> None:

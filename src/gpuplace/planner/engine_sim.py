@@ -375,6 +375,7 @@ def simulate(
         # One explicit step: decodes plus prefill chunks (and preemption when the cache is full).
         left = budget
         chunks: list[tuple[int, int]] = []  # (request, tokens)
+        admitted = 0
         if exact:
             free = capacity - sum(held[i] for i in running)
             preempted_now = False
@@ -417,6 +418,7 @@ def simulate(
                     held[i] = want
                     left -= tokens
                     chunks.append((i, tokens))
+                    admitted += 1
             peak_blocks = max(peak_blocks, capacity - free)
         else:
             left -= n
@@ -430,6 +432,7 @@ def simulate(
                 tokens = min(need[i], left)
                 chunks.append((i, tokens))
                 left -= tokens
+                admitted += 1
         if not chunks and n == 0:
             raise AssertionError("the simulated engine scheduled nothing with work waiting")
         prefill_tokens = 0
@@ -443,7 +446,7 @@ def simulate(
             if computed[i] >= need[i]:
                 samples += 1
                 done.append(i)
-        dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs)
+        dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs, admitted)
         now += dt
         max_running = max(max_running, len(running))
         busy_running += len(running) * dt
@@ -517,7 +520,7 @@ def fluid_capacity_rps(
     while True:
         prefill = n * p / o
         chunk_pairs = (n / o) * p * p / 2
-        t = model.step_s(n + prefill, n + n / o, n, n * (p + o / 2), chunk_pairs)
+        t = model.step_s(n + prefill, n + n / o, n, n * (p + o / 2), chunk_pairs, n / o)
         best = max(best, n / (o * t))
         if n >= top:
             break

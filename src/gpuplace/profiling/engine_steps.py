@@ -201,6 +201,83 @@ def measure_engine_steps(
     )
 
 
+def fit_admission_s(
+    profile: EngineStepProfile,
+    engine: EngineParams,
+    requests: Sequence[Any],
+    measured_tpot_mean_s: float,
+    *,
+    upper_s: float = 0.25,
+) -> float:
+    """The per-admission engine time that makes the serving model reproduce a measured mean TPOT.
+
+    ``requests`` are the :class:`~gpuplace.workload.RequestSpec` an open-loop run sent. Mean TPOT rises
+    with the admission cost, so it is bisected in [0, ``upper_s``]; 0 when the model without it is
+    already as slow as the measurement.
+    """
+    from dataclasses import replace
+
+    from gpuplace.planner.engine_sim import simulate
+    from gpuplace.planner.steptime import measured_step_model
+
+    def tpot(admission_s: float) -> float:
+        model = measured_step_model(replace(profile, admission_s=admission_s))
+        result = simulate(
+            requests, engine, model, discard_head=0, discard_tail=0, abort_backlog=len(requests)
+        )
+        return result.tpot.mean
+
+    if not math.isfinite(measured_tpot_mean_s) or tpot(0.0) >= measured_tpot_mean_s:
+        return 0.0
+    lo, hi = 0.0, upper_s
+    if tpot(hi) < measured_tpot_mean_s:
+        return hi
+    for _ in range(20):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tpot(mid) < measured_tpot_mean_s else (lo, mid)
+    return (lo + hi) / 2
+
+
+def measure_admission(
+    endpoint: str,
+    served_model: str,
+    tokenizer: Any,
+    profile: EngineStepProfile,
+    engine: EngineParams,
+    *,
+    rate_rps: float,
+    lengths: Sequence[tuple[int, int]],
+    seed: int = 29,
+) -> EngineStepProfile:
+    """``profile`` with ``admission_s`` fitted to a light open-loop Poisson run of ``lengths``.
+
+    A server that handles HTTP requests in the process of its step loop (``transformers serve``) spends
+    engine time on every request it admits, which a run of concurrent streams does not show; this run
+    of arriving requests does. Use a rate well below capacity, and other lengths or rates for what is
+    then predicted, so that the prediction is not fitted to itself.
+    """
+    from dataclasses import replace
+
+    from gpuplace.loadtest.client import EndpointState
+    from gpuplace.loadtest.prompts import PromptBuilder
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.workload import RequestSpec, arrival_times
+
+    times = arrival_times(len(lengths), rate_rps, seed=seed)
+    specs = [RequestSpec(i, t, p, o) for i, (t, (p, o)) in enumerate(zip(times, lengths, strict=True))]
+    builder = PromptBuilder(tokenizer, api="completions", seed=seed)
+    prompts = [builder.build(s.prompt_tokens) for s in specs]
+    report = run_load(
+        EndpointState(endpoint, served_model), specs, prompts, RunOptions(show_progress=False)
+    ).report
+    admission = fit_admission_s(profile, engine, specs, report.tpot.mean)
+    note = (
+        f"admission_s fitted to {len(specs)} requests at {rate_rps:.2f} req/s "
+        f"(mean TPOT {report.tpot.mean:.4f} s)"
+    )
+    return replace(profile, admission_s=admission, notes=(*profile.notes, note))
+
+
 def profile_local_engine(
     model: str,
     *,
