@@ -297,7 +297,7 @@ def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
     from gpuplace.planner.engine import transformers_engine_params
     from gpuplace.planner.engine_sim import fluid_capacity_rps, simulate
     from gpuplace.planner.steptime import measured_step_model
-    from gpuplace.profiling.engine_steps import measure_admission
+    from gpuplace.profiling.engine_steps import measure_request_work
     from gpuplace.serving.local import deploy_local, teardown_local
     from gpuplace.workload import RequestSpec, arrival_times
 
@@ -337,14 +337,14 @@ def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
             # longer calibration; each cell is then predicted from a calibration taken right before it.
             first = calibrate(record, tokenizer, replace(cell_config, repeats=3), name, results["machine"])
             top = replace(engine, max_num_seqs=max(cell_config.decode_batches))  # no extrapolated fit
-            # The server parses and sets up each request in its step loop's process: fit that cost to a
-            # light open-loop run of lengths unlike the cells' (uniform prompts and outputs), at 15% of
-            # the capacity predicted without it.
+            # The server handles each request's HTTP work in its step loop's process: fit that cost to
+            # a light open-loop run of lengths unlike the cells' (uniform prompts and outputs), at 15%
+            # of the capacity predicted without it.
             rng = random.Random(5)
             light = [(rng.randint(16, 256), rng.randint(16, 64)) for _ in range(int(seconds * 4))]
             light_rate = 0.15 * fluid_capacity_rps(top, measured_step_model(first), 136, 40)
             light = light[: max(30, int(light_rate * seconds))]
-            first = measure_admission(
+            first = measure_request_work(
                 record.endpoint,
                 record.served_model_name,
                 tokenizer,
@@ -355,7 +355,7 @@ def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
             )
             results["calibrations"][name].append(first.to_json_dict())
             print(
-                f"cpu {name}: admission {first.admission_s * 1e3:.2f} ms at {light_rate:.2f} req/s",
+                f"cpu {name}: request work {first.request_work_s * 1e3:.2f} ms at {light_rate:.2f} req/s",
                 flush=True,
             )
             for mix, lengths in mixes.items():
@@ -367,7 +367,7 @@ def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
                     # from one minute to the next, so the prediction uses the engine as it runs now.
                     t0 = time.monotonic()
                     profile = calibrate(record, tokenizer, cell_config, name, results["machine"])
-                    profile = replace(profile, admission_s=first.admission_s)
+                    profile = replace(profile, request_work_s=first.request_work_s)
                     step_model = measured_step_model(profile)
                     rate = load * capacity
                     n = int(min(len(lengths), max(30, rate * seconds)))
@@ -395,7 +395,7 @@ def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
                         "measured_rps": measured.request_throughput_rps,
                         "predicted_stable": predicted.stable,
                         "fixed_s": profile.fixed_s,
-                        "admission_s": profile.admission_s,
+                        "request_work_s": profile.request_work_s,
                         "per_seq_s": profile.per_seq_s,
                         "fit_rms": profile.rms_relative_error,
                     }
@@ -522,12 +522,12 @@ def markdown(data: dict[str, Any]) -> str:
             "before each cell its step time was measured against tokens per step on the same server "
             "(`gpuplace.profiling.engine_steps`; the fitted fixed step time and the fit's relative RMS error are "
             "shown), the serving model predicted the capacity and simulated exactly the requests the load "
-            "tester then sent (Poisson arrivals at 25/50/80% of that capacity). The engine time each admitted "
-            "request costs (the server parses and sets up requests in its step loop's process) was fitted once "
-            "per model to a light open-loop run of other lengths (uniform 16–256 / 16–64 tokens at 15% of "
-            "capacity). Goals: |error| ≤ 15% at p50, ≤ 25% at p99.",
+            "tester then sent (Poisson arrivals at 25/50/80% of that capacity). The engine time each request "
+            "costs beyond its tokens (the server does a request's HTTP work in its step loop's process) was "
+            "fitted once per model to a light open-loop run of other lengths (uniform 16–256 / 16–64 tokens at "
+            "15% of capacity). Goals: |error| ≤ 15% at p50, ≤ 25% at p99.",
             "",
-            "| model | lengths (mean) | load | rate req/s | meas. req/s | load avg | fixed ms (fit err), admission ms | TTFT p50 pred/meas ms | err | TTFT p99 pred/meas | err | TPOT p50 pred/meas | err | TPOT p99 pred/meas | err |",
+            "| model | lengths (mean) | load | rate req/s | meas. req/s | load avg | fixed ms (fit err), request work ms | TTFT p50 pred/meas ms | err | TTFT p99 pred/meas | err | TPOT p50 pred/meas | err | TPOT p99 pred/meas | err |",
             "|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---|---:|---|---:|",
         ]
         misses = total = 0
@@ -535,7 +535,7 @@ def markdown(data: dict[str, Any]) -> str:
             row = (
                 f"| {c['model']} | {c['mix']} ({c['mean_prompt']:.0f}/{c['mean_output']:.0f}) | {c['load']:.0%} | "
                 f"{c['rate_rps']:.2f} | {c['measured_rps']:.2f} | {c['load_average']:.1f} | "
-                f"{c['fixed_s'] * 1e3:.1f} ({c['fit_rms']:.0%}), {c.get('admission_s', 0.0) * 1e3:.1f} |"
+                f"{c['fixed_s'] * 1e3:.1f} ({c['fit_rms']:.0%}), {c.get('request_work_s', 0.0) * 1e3:.1f} |"
             )
             for metric in ("ttft", "tpot"):
                 for q, goal in (("p50", P50_GOAL), ("p99", P99_GOAL)):

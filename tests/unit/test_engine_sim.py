@@ -118,15 +118,16 @@ def test_the_request_overhead_adds_to_ttft_and_e2e_not_to_tpot() -> None:
     assert r.tpot_s == pytest.approx(0.011)
 
 
-def test_admitting_a_request_costs_engine_time_in_the_step_that_admits_it() -> None:
-    # a server that parses requests in its step loop's process: 5 ms per admitted request
-    model = StepTimeModel(fixed_s=0.010, per_token_s=0.001, admission_s=0.005)
-    a, b = run([RequestSpec(0, 0.0, 10, 3), RequestSpec(1, 0.0, 10, 3)], engine(), model).requests
-    assert b.first_token_s == a.first_token_s
+def test_a_finished_requests_server_work_delays_the_next_step() -> None:
+    # a server that does each request's HTTP work in its step loop's process: 5 ms per request
+    model = StepTimeModel(fixed_s=0.010, per_token_s=0.001, request_work_s=0.005)
+    a, b = run([RequestSpec(0, 0.0, 10, 2), RequestSpec(1, 0.0, 10, 4)], engine(), model).requests
 
-    # one step admits both: 10 ms + 20 tokens + 2 admissions
-    assert a.first_token_s == pytest.approx(0.010 + 0.020 + 0.010)
-    assert a.finish_s - a.first_token_s == pytest.approx(2 * (0.010 + 0.002))  # decodes admit nobody
+    # step 1: both prefill (30 ms); step 2: both decode (12 ms), A done; step 3: A's work, then B's
+    # decode (5 + 11 ms); step 4: B's last decode (11 ms)
+    assert (a.first_token_s, a.finish_s) == pytest.approx((0.030, 0.042))
+    assert b.first_token_s == pytest.approx(0.030)  # its own TTFT carries no request work
+    assert b.finish_s == pytest.approx(0.042 + 0.016 + 0.011)
 
 
 def test_closed_loop_keeps_the_concurrency_and_starts_the_next_on_each_completion() -> None:

@@ -12,7 +12,7 @@ from gpuplace.errors import InvalidInput
 from gpuplace.profiling.engine_steps import (
     EngineStepConfig,
     _window_step_times,
-    fit_admission_s,
+    fit_request_work_s,
     fit_step_profile,
 )
 from gpuplace.types.engine import EngineStepProfile, EngineStepSample
@@ -99,7 +99,7 @@ def test_the_decode_window_is_where_every_stream_decodes() -> None:
     assert _window_step_times([a, _record(0.5, [0.1, 0.2])]) == []  # no common window
 
 
-def test_the_admission_cost_is_fitted_back_from_a_mean_tpot() -> None:
+def test_the_request_work_is_fitted_back_from_a_mean_tpot() -> None:
     from gpuplace.catalog import model_arch_from_config, resolve_model
     from gpuplace.planner.engine import transformers_engine_params
     from gpuplace.planner.engine_sim import simulate
@@ -112,11 +112,11 @@ def test_the_admission_cost_is_fitted_back_from_a_mean_tpot() -> None:
     )
     times = arrival_times(200, 20.0, seed=3)
     specs = [RequestSpec(i, t, 64, 32) for i, t in enumerate(times)]
-    truth = replace(profile, admission_s=0.004)
+    truth = replace(profile, request_work_s=0.004)
     measured = simulate(specs, engine, measured_step_model(truth), discard_head=0, discard_tail=0).tpot.mean
 
-    assert fit_admission_s(profile, engine, specs, measured) == pytest.approx(0.004, rel=1e-3)
-    assert fit_admission_s(profile, engine, specs, 1e-6) == 0.0  # already slower than measured
+    assert fit_request_work_s(profile, engine, specs, measured) == pytest.approx(0.004, rel=1e-3)
+    assert fit_request_work_s(profile, engine, specs, 1e-6) == 0.0  # already slower than measured
 
 
 def test_config_validation_names_the_field() -> None:

@@ -216,6 +216,8 @@ def simulate(
     step_s = model.step_s
     kv_b = model.kv_s_per_token
     decode_a: dict[int, float] = {}  # decode-only step time of n sequences, before context
+    work = model.request_work_s
+    pending_work = 0.0  # request work done between the last step and the next
 
     closed = concurrency is not None
     prompt = [r.prompt_tokens for r in requests]
@@ -266,8 +268,12 @@ def simulate(
     exact = False  # blocks counted per request (entered when the upper bound nears capacity)
 
     def complete(i: int) -> None:
-        """``i`` sampled its last token in the step that just ended; closed loop: the next starts."""
-        nonlocal released
+        """``i`` sampled its last token in the step that just ended; closed loop: the next starts.
+
+        Its work beyond tokens (a one-process server's HTTP and bookkeeping) delays the next step.
+        """
+        nonlocal released, pending_work
+        pending_work += work
         del running[i]
         finish[i] = now + overhead
         held[i] = 0
@@ -339,7 +345,8 @@ def simulate(
         if not running and not waiting:
             if closed or next_arrival >= n_req:
                 break
-            now = arrival[next_arrival]
+            now = max(now + pending_work, arrival[next_arrival])  # idle: the work is done meanwhile
+            pending_work = 0.0
             continue
         can_admit = bool(waiting) and len(running) < max_seqs
         # Blocks in use after the next step cannot exceed this: every token it can add, plus one
@@ -363,7 +370,8 @@ def simulate(
                 k = min(k, _steps_until(now, arrival[next_arrival], a, kv_b, ctx, n))
             room = (capacity - len(running) - 1) * bs - ctx
             k = max(1, min(k, room // n))
-            dt = k * a + kv_b * (k * ctx + n * k * (k - 1) / 2)
+            dt = k * a + kv_b * (k * ctx + n * k * (k - 1) / 2) + pending_work
+            pending_work = 0.0
             now += dt
             busy_running += len(running) * dt
             step += k
@@ -375,7 +383,6 @@ def simulate(
         # One explicit step: decodes plus prefill chunks (and preemption when the cache is full).
         left = budget
         chunks: list[tuple[int, int]] = []  # (request, tokens)
-        admitted = 0
         if exact:
             free = capacity - sum(held[i] for i in running)
             preempted_now = False
@@ -418,7 +425,6 @@ def simulate(
                     held[i] = want
                     left -= tokens
                     chunks.append((i, tokens))
-                    admitted += 1
             peak_blocks = max(peak_blocks, capacity - free)
         else:
             left -= n
@@ -432,7 +438,6 @@ def simulate(
                 tokens = min(need[i], left)
                 chunks.append((i, tokens))
                 left -= tokens
-                admitted += 1
         if not chunks and n == 0:
             raise AssertionError("the simulated engine scheduled nothing with work waiting")
         prefill_tokens = 0
@@ -446,7 +451,8 @@ def simulate(
             if computed[i] >= need[i]:
                 samples += 1
                 done.append(i)
-        dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs, admitted)
+        dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs) + pending_work
+        pending_work = 0.0
         now += dt
         max_running = max(max_running, len(running))
         busy_running += len(running) * dt
@@ -520,7 +526,10 @@ def fluid_capacity_rps(
     while True:
         prefill = n * p / o
         chunk_pairs = (n / o) * p * p / 2
-        t = model.step_s(n + prefill, n + n / o, n, n * (p + o / 2), chunk_pairs, n / o)
+        t = (
+            model.step_s(n + prefill, n + n / o, n, n * (p + o / 2), chunk_pairs)
+            + n / o * model.request_work_s
+        )
         best = max(best, n / (o * t))
         if n >= top:
             break

@@ -21,8 +21,9 @@ efficiencies, plus fixed terms:
 * **fixed terms**: a per-step overhead (kernel floors, scheduling, sampling) and, measured on a real
   engine, per-token and per-sequence overheads (:class:`~gpuplace.types.engine.EngineStepProfile`);
   on a server that handles requests in the same process as its steps (``transformers serve``), also
-  the engine time each admitted request costs (parsing, tokenising, setting it up under the same
-  interpreter lock). vLLM's API server runs in its own process, so there it is 0.
+  the engine time each request costs beyond its tokens (the HTTP and bookkeeping work of a request
+  under the same interpreter lock), charged between steps when the request completes. vLLM's API
+  server runs in its own process, so there it is 0.
 
 The efficiencies come from a profile of the same GPU model when one is given, else from the GPU-class
 defaults of ``catalog/data/efficiency.csv`` (:func:`choose_efficiencies`); a CPU profile never
@@ -63,7 +64,7 @@ class StepTimeModel:
     comm_s_per_step: float = 0.0  # all-reduce latencies of one step (0 without TP)
     comm_s_per_token: float = 0.0  # all-reduce transfer per token processed
     request_overhead_s: float = 0.0  # added once to each request's TTFT
-    admission_s: float = 0.0  # engine time each admitted request costs (a single-process server)
+    request_work_s: float = 0.0  # engine time per request served beyond its tokens (one-process server)
     source: str = ""
 
     def step_s(
@@ -73,11 +74,10 @@ class StepTimeModel:
         samples: float,
         decode_context: float = 0.0,
         prefill_pairs: float = 0.0,
-        admitted: float = 0.0,
     ) -> float:
         """Seconds for a step of ``tokens`` tokens from ``seqs`` requests, ``samples`` of them sampled,
         whose decodes attend to ``decode_context`` cached tokens and whose prefills to ``prefill_pairs``
-        (query, key) pairs, admitting ``admitted`` new requests."""
+        (query, key) pairs."""
         if tokens <= 0:
             return 0.0
         gemm = max(self.weights_s, tokens * self.gemm_s_per_token + samples * self.head_s_per_sample)
@@ -88,7 +88,6 @@ class StepTimeModel:
             + seqs * self.per_seq_s
             + decode_context * self.kv_s_per_token
             + prefill_pairs * self.attn_s_per_pair
-            + admitted * self.admission_s
             + self.comm_s_per_step
         )
 
@@ -183,7 +182,7 @@ def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 
         kv_s_per_token=profile.per_context_token_s,
         attn_s_per_pair=profile.per_pair_s,
         request_overhead_s=request_overhead_s if request_overhead_s else profile.request_overhead_s,
-        admission_s=profile.admission_s,
+        request_work_s=profile.request_work_s,
         source=f"measured: {profile.engine} on {profile.device_name} ({profile.model})",
     )
 

@@ -201,7 +201,7 @@ def measure_engine_steps(
     )
 
 
-def fit_admission_s(
+def fit_request_work_s(
     profile: EngineStepProfile,
     engine: EngineParams,
     requests: Sequence[Any],
@@ -209,10 +209,10 @@ def fit_admission_s(
     *,
     upper_s: float = 0.25,
 ) -> float:
-    """The per-admission engine time that makes the serving model reproduce a measured mean TPOT.
+    """The engine time per request that makes the serving model reproduce a measured mean TPOT.
 
     ``requests`` are the :class:`~gpuplace.workload.RequestSpec` an open-loop run sent. Mean TPOT rises
-    with the admission cost, so it is bisected in [0, ``upper_s``]; 0 when the model without it is
+    with the per-request work, so it is bisected in [0, ``upper_s``]; 0 when the model without it is
     already as slow as the measurement.
     """
     from dataclasses import replace
@@ -220,8 +220,8 @@ def fit_admission_s(
     from gpuplace.planner.engine_sim import simulate
     from gpuplace.planner.steptime import measured_step_model
 
-    def tpot(admission_s: float) -> float:
-        model = measured_step_model(replace(profile, admission_s=admission_s))
+    def tpot(work_s: float) -> float:
+        model = measured_step_model(replace(profile, request_work_s=work_s))
         result = simulate(
             requests, engine, model, discard_head=0, discard_tail=0, abort_backlog=len(requests)
         )
@@ -238,7 +238,7 @@ def fit_admission_s(
     return (lo + hi) / 2
 
 
-def measure_admission(
+def measure_request_work(
     endpoint: str,
     served_model: str,
     tokenizer: Any,
@@ -249,12 +249,12 @@ def measure_admission(
     lengths: Sequence[tuple[int, int]],
     seed: int = 29,
 ) -> EngineStepProfile:
-    """``profile`` with ``admission_s`` fitted to a light open-loop Poisson run of ``lengths``.
+    """``profile`` with ``request_work_s`` fitted to a light open-loop Poisson run of ``lengths``.
 
     A server that handles HTTP requests in the process of its step loop (``transformers serve``) spends
-    engine time on every request it admits, which a run of concurrent streams does not show; this run
-    of arriving requests does. Use a rate well below capacity, and other lengths or rates for what is
-    then predicted, so that the prediction is not fitted to itself.
+    engine time on every request beyond its tokens, which a run of concurrent streams does not show;
+    this run of arriving and finishing requests does. Use a rate well below capacity, and other lengths
+    or rates for what is then predicted, so that the prediction is not fitted to itself.
     """
     from dataclasses import replace
 
@@ -270,12 +270,12 @@ def measure_admission(
     report = run_load(
         EndpointState(endpoint, served_model), specs, prompts, RunOptions(show_progress=False)
     ).report
-    admission = fit_admission_s(profile, engine, specs, report.tpot.mean)
+    work = fit_request_work_s(profile, engine, specs, report.tpot.mean)
     note = (
-        f"admission_s fitted to {len(specs)} requests at {rate_rps:.2f} req/s "
+        f"request_work_s fitted to {len(specs)} requests at {rate_rps:.2f} req/s "
         f"(mean TPOT {report.tpot.mean:.4f} s)"
     )
-    return replace(profile, admission_s=admission, notes=(*profile.notes, note))
+    return replace(profile, request_work_s=work, notes=(*profile.notes, note))
 
 
 def profile_local_engine(

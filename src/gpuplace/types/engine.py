@@ -226,9 +226,9 @@ class EngineStepProfile:
     seqs, ``context`` the decodes' cached tokens and ``pairs`` the prefill attention pairs.
     ``fixed_s`` is the engine's per-step overhead, which dominates on a CPU; it is measured, never
     assumed. ``request_overhead_s`` is what a request's TTFT adds beyond its first step (HTTP,
-    tokenising, admission), also measured. ``admission_s`` is the engine time each admitted request
-    costs where the server handles requests in the step loop's process (fitted so that the serving
-    model reproduces the mean TPOT of a light open-loop run; 0 until then).
+    tokenising, admission), also measured. ``request_work_s`` is the engine time each request costs
+    beyond its tokens where the server handles requests in the step loop's process (fitted so that the
+    serving model reproduces the mean TPOT of a light open-loop run; 0 until then).
     """
 
     engine: str  # e.g. "transformers-cb 5.24.0"
@@ -241,7 +241,7 @@ class EngineStepProfile:
     per_context_token_s: float
     per_pair_s: float = 0.0
     request_overhead_s: float = 0.0
-    admission_s: float = 0.0  # engine time per admitted request, fitted to a light open-loop run
+    request_work_s: float = 0.0  # engine time per request served, fitted to a light open-loop run
     samples: tuple[EngineStepSample, ...] = ()
     rms_relative_error: float = math.nan  # of the fit over the samples
     notes: tuple[str, ...] = ()
@@ -267,7 +267,7 @@ class EngineStepProfile:
             "per_context_token_s": self.per_context_token_s,
             "per_pair_s": self.per_pair_s,
             "request_overhead_s": self.request_overhead_s,
-            "admission_s": self.admission_s,
+            "request_work_s": self.request_work_s,
             "rms_relative_error": None if math.isnan(self.rms_relative_error) else self.rms_relative_error,
             "samples": [
                 [
@@ -299,7 +299,7 @@ class EngineStepProfile:
             per_context_token_s=float(data["per_context_token_s"]),
             per_pair_s=float(data.get("per_pair_s") or 0.0),
             request_overhead_s=float(data.get("request_overhead_s") or 0.0),
-            admission_s=float(data.get("admission_s") or 0.0),
+            request_work_s=float(data.get("request_work_s") or 0.0),
             samples=tuple(
                 EngineStepSample(
                     int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5]), bool(r[6])
