@@ -99,7 +99,7 @@ def test_the_decode_window_is_where_every_stream_decodes() -> None:
     assert _window_step_times([a, _record(0.5, [0.1, 0.2])]) == []  # no common window
 
 
-def test_the_request_work_is_fitted_back_from_a_mean_tpot() -> None:
+def test_the_request_work_is_fitted_back_from_a_median_tpot() -> None:
     from gpuplace.catalog import model_arch_from_config, resolve_model
     from gpuplace.planner.engine import transformers_engine_params
     from gpuplace.planner.engine_sim import simulate
@@ -113,9 +113,10 @@ def test_the_request_work_is_fitted_back_from_a_mean_tpot() -> None:
     times = arrival_times(200, 20.0, seed=3)
     specs = [RequestSpec(i, t, 64, 32) for i, t in enumerate(times)]
     truth = replace(profile, request_work_s=0.004)
-    measured = simulate(specs, engine, measured_step_model(truth), discard_head=0, discard_tail=0).tpot.mean
+    measured = simulate(specs, engine, measured_step_model(truth), discard_head=0, discard_tail=0).tpot.p50
 
-    assert fit_request_work_s(profile, engine, specs, measured) == pytest.approx(0.004, rel=1e-3)
+    # a median moves in steps, so the fit lands anywhere on the step that holds the truth
+    assert fit_request_work_s(profile, engine, specs, measured) == pytest.approx(0.004, rel=0.05)
     assert fit_request_work_s(profile, engine, specs, 1e-6) == 0.0  # already slower than measured
 
 

@@ -205,15 +205,16 @@ def fit_request_work_s(
     profile: EngineStepProfile,
     engine: EngineParams,
     requests: Sequence[Any],
-    measured_tpot_mean_s: float,
+    measured_tpot_p50_s: float,
     *,
     upper_s: float = 0.25,
 ) -> float:
-    """The engine time per request that makes the serving model reproduce a measured mean TPOT.
+    """The engine time per request that makes the serving model reproduce a measured median TPOT.
 
-    ``requests`` are the :class:`~gpuplace.workload.RequestSpec` an open-loop run sent. Mean TPOT rises
-    with the per-request work, so it is bisected in [0, ``upper_s``]; 0 when the model without it is
-    already as slow as the measurement.
+    ``requests`` are the :class:`~gpuplace.workload.RequestSpec` an open-loop run sent. The median, not
+    the mean: a few requests stalled by the machine (another job, a collection) would make a constant
+    per request absorb their stalls. TPOT rises with the per-request work, so it is bisected in
+    [0, ``upper_s``]; 0 when the model without it is already as slow as the measurement.
     """
     from dataclasses import replace
 
@@ -225,16 +226,16 @@ def fit_request_work_s(
         result = simulate(
             requests, engine, model, discard_head=0, discard_tail=0, abort_backlog=len(requests)
         )
-        return result.tpot.mean
+        return result.tpot.p50
 
-    if not math.isfinite(measured_tpot_mean_s) or tpot(0.0) >= measured_tpot_mean_s:
+    if not math.isfinite(measured_tpot_p50_s) or tpot(0.0) >= measured_tpot_p50_s:
         return 0.0
     lo, hi = 0.0, upper_s
-    if tpot(hi) < measured_tpot_mean_s:
+    if tpot(hi) < measured_tpot_p50_s:
         return hi
     for _ in range(20):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if tpot(mid) < measured_tpot_mean_s else (lo, mid)
+        lo, hi = (mid, hi) if tpot(mid) < measured_tpot_p50_s else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -253,8 +254,9 @@ def measure_request_work(
 
     A server that handles HTTP requests in the process of its step loop (``transformers serve``) spends
     engine time on every request beyond its tokens, which a run of concurrent streams does not show;
-    this run of arriving and finishing requests does. Use a rate well below capacity, and other lengths
-    or rates for what is then predicted, so that the prediction is not fitted to itself.
+    this run of arriving and finishing requests does (its median TPOT is matched). Use a rate well below
+    capacity, and other lengths or rates for what is then predicted, so that the prediction is not
+    fitted to itself.
     """
     from dataclasses import replace
 
@@ -270,10 +272,10 @@ def measure_request_work(
     report = run_load(
         EndpointState(endpoint, served_model), specs, prompts, RunOptions(show_progress=False)
     ).report
-    work = fit_request_work_s(profile, engine, specs, report.tpot.mean)
+    work = fit_request_work_s(profile, engine, specs, report.tpot.p50)
     note = (
         f"request_work_s fitted to {len(specs)} requests at {rate_rps:.2f} req/s "
-        f"(mean TPOT {report.tpot.mean:.4f} s)"
+        f"(median TPOT {report.tpot.p50:.4f} s)"
     )
     return replace(profile, request_work_s=work, notes=(*profile.notes, note))
 

@@ -228,7 +228,7 @@ class EngineStepProfile:
     assumed. ``request_overhead_s`` is what a request's TTFT adds beyond its first step (HTTP,
     tokenising, admission), also measured. ``request_work_s`` is the engine time each request costs
     beyond its tokens where the server handles requests in the step loop's process (fitted so that the
-    serving model reproduces the mean TPOT of a light open-loop run; 0 until then).
+    serving model reproduces the median TPOT of a light open-loop run; 0 until then).
     """
 
     engine: str  # e.g. "transformers-cb 5.24.0"
