@@ -12,6 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpuplace.profiling.engine_steps import EngineStepConfig as EngineStepConfig
+    from gpuplace.profiling.engine_steps import measure_engine_steps as measure_engine_steps
+    from gpuplace.profiling.engine_steps import measure_request_work as measure_request_work
+    from gpuplace.profiling.engine_steps import profile_local_engine as profile_local_engine
     from gpuplace.profiling.io import load_profile as load_profile
     from gpuplace.profiling.io import profile_to_frame as profile_to_frame
     from gpuplace.profiling.io import save_profile as save_profile
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
     from gpuplace.profiling.summary import format_table as format_table
 
 _EXPORTS = {
+    "EngineStepConfig": "gpuplace.profiling.engine_steps",
+    "measure_engine_steps": "gpuplace.profiling.engine_steps",
+    "measure_request_work": "gpuplace.profiling.engine_steps",
+    "profile_local_engine": "gpuplace.profiling.engine_steps",
     "ProfileConfig": "gpuplace.profiling.profiler",
     "run_profile": "gpuplace.profiling.profiler",
     "load_profile": "gpuplace.profiling.io",
