@@ -517,6 +517,14 @@ def markdown(data: dict[str, Any]) -> str:
             + "; ".join(f"{names[k]} {total[k] - misses[k]} of {total[k]}" for k in names)
             + ".",
             "",
+            "Reading the misses: at light load gpuplace's TTFT is below AIC's because AIC multiplies its "
+            "prefill time by a queueing factor, 1 + log2(concurrency)/8, fitted to its silicon corpus "
+            "(`_ttft_queuing_factor` in its vLLM backend), where gpuplace simulates the queue; with evenly "
+            "spaced arrivals there is almost no queue, so that column is lower still. Where gpuplace's TPOT is "
+            "below AIC's at high rates, its simulated replica runs fewer requests at once for the same rate "
+            "(compare the two concurrency columns): AIC's static model holds every step at its concurrency. "
+            "`nan`: AIC's `estimate` never reaches the per-replica rate its own `recommend` chose.",
+            "",
             "### GPU count against AIConfigurator's recommendation",
             "",
             "SLO TTFT ≤ 2 s and TPOT ≤ 50 ms. AIC applies it to its own estimates; gpuplace's planner applies it "
@@ -591,6 +599,15 @@ def markdown(data: dict[str, Any]) -> str:
             f"their goal. With the fitted per-request work added: {counts['pred'][0]} of {counts['pred'][1]} "
             "(the fit is ill-conditioned at light load, where a request rarely shares steps, and lands at "
             f"{', '.join(f'{n} {w * 1e3:.0f} ms' for n, w in _work(cpu).items())}; it is reported, not used).",
+            "",
+        ]
+        lines += [
+            "Reading the misses: the measured steps alone predict the server faster than it is, most at p99. "
+            "The step model is measured with streams that decode together and with single prefills; under "
+            "Poisson arrivals the server also parses, tokenises and finishes requests in its step loop's "
+            "process (one interpreter lock) and the load tester shares the two cores, which those "
+            "measurements do not show; and other jobs on the machine add stalls that no step model has, "
+            "which is where the p99 misses come from.",
             "",
         ]
         for name, error in cpu.get("errors", {}).items():
