@@ -128,7 +128,7 @@ def speed(repeats: int = 7) -> dict[str, float]:
     catalog = load_gpu_catalog()
     inventory = load_inventory(str(TRACE / "openb_node_list_gpu_node.csv"), catalog=catalog)
     profile = synthetic_profile("llama-3.1-8b")
-    request = PlanRequest("llama-3.1-8b", Slo(0.1, 5.0, 2.0))
+    request = PlanRequest("llama-3.1-8b", Slo(tpot_p99_s=0.1, ttft_p99_s=5.0, rate_rps=2.0))
     plan_s, score_s = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()

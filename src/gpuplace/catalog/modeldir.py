@@ -22,7 +22,7 @@ from gpuplace.catalog.models import hf_config, resolve_model
 from gpuplace.errors import InvalidInput
 
 # Bump when the directory layout or the tokenizer recipe changes, so stale caches are not reused.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<s>", "</s>")  # ids 0, 1, 2: the presets' pad/bos/eos
 # Llama-3-like, without the date preamble; the tokenizer's own bos starts every prompt.
 CHAT_TEMPLATE = (
@@ -71,6 +71,12 @@ def train_tokenizer(vocab_size: int, *, seed: int = 0) -> object:
         show_progress=False,
     )
     tok.train_from_iterator(_corpus(seed), trainer=trainer)
+    # The corpus is too small to learn every merge of a large vocabulary, but a random-weight model
+    # samples every id: ids the tokenizer lacks would decode to nothing and stream no text at all.
+    # Plain added tokens fill the vocabulary, so every generated token is a streamed chunk.
+    missing = vocab_size - tok.get_vocab_size()
+    if missing > 0:
+        tok.add_tokens([f"<x{i}>" for i in range(missing)])
     bos_id = tok.token_to_id("<s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos_id)]
@@ -116,8 +122,8 @@ def build_model_dir(preset: str, out: Path | None = None, *, seed: int = 0) -> P
         config = hf_config(source)
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
-        # The tokenizer may learn fewer merges than the preset's vocab; the model keeps the preset's
-        # shape (latency depends on it) and the extra rows are simply never produced by the tokenizer.
+        # The tokenizer fills the preset's vocabulary (train_tokenizer), so the model keeps its shape
+        # (latency depends on it) and every id it samples decodes to text.
         model.generation_config.bos_token_id = 1
         model.generation_config.eos_token_id = 2
         model.generation_config.pad_token_id = 0

@@ -19,6 +19,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def deploy_local(
     startup_timeout_s: float = 300.0,
     name: str = "gpuplace-local",
     device: str = "auto",
+    extra_args: Sequence[str] = (),
 ) -> DeploymentRecord:
     """Start ``transformers serve`` for ``model`` (a preset or a model directory) and wait until ready.
 
@@ -96,7 +98,7 @@ def deploy_local(
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            serve_command(model_dir, host=host, port=port, device=device),
+            serve_command(model_dir, host=host, port=port, device=device, extra_args=extra_args),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -1,8 +1,8 @@
 """The planner: latency prediction, feasibility, fragmentation, topology-aware packing, the plan.
 
 Pure functions of their arguments (no I/O, no torch, kubernetes or mlflow), so the same scoring serves
-``gpuplace plan``, the scheduler extender and the benchmarks. :mod:`gpuplace.planner.io` is the one
-module here that reads and writes files (``plan.json``).
+``gpuplace plan``, the scheduler extender and the benchmarks. :mod:`gpuplace.planner.step` is the one
+module here that reads and writes files (through :mod:`gpuplace.plandir`).
 """
 
 from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FragmentationModel, TaskClass, parse_mix

@@ -1,8 +1,9 @@
 """Latency prediction for a shape the profile did not run on: roofline scaling plus a queueing model.
 
-*Calibration* (from the measured profile): the achieved fraction of the memory-bandwidth roofline in
-decode (median MBU over the sweep), of peak FLOP/s in prefill (median MFU; 0.4 when the profile has
-none), and the tails (p99/p50 of prefill and of per-request TPOT). *Service times* on the target: a
+*Calibration* (from a GPU profile; a CPU profile never calibrates a GPU): the achieved fraction of the
+memory-bandwidth roofline in decode (median MBU over the sweep), of peak FLOP/s in prefill (median MFU;
+0.4 when the profile has none), and the tails (p99/p50 of prefill and of per-request TPOT). A median
+MBU or MFU above 1 is a measurement error and is refused, not clamped. *Service times* on the target: a
 decode step reads the weights and the KV cache of the batch, split over ``tp`` GPUs, at the target's
 HBM bandwidth × its share (MIG: memory slices / 8, shared: the share) ÷ the calibrated MBU; prefill is
 the larger of its compute and weight-read floors ÷ MFU and MBU. Tensor parallelism adds two ring
@@ -19,6 +20,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from gpuplace.errors import InvalidInput
 from gpuplace.profiling import roofline
 from gpuplace.types import GpuSpec, LatencyProfile, ModelArch
 from gpuplace.types.plan import Prediction, Slo
@@ -70,25 +72,60 @@ def _median_finite(values: list[float]) -> float:
     return statistics.median(finite) if finite else math.nan
 
 
+def measured_fraction(values: list[float], name: str, device: str) -> float:
+    """The median of measured MBUs or MFUs (NaN when there are none), refusing one above 1.
+
+    No hardware moves more bytes or FLOPs than its peak: a median above 1 means the bandwidth or peak
+    it was divided by was measured low (a probe disturbed by load) or the steps were timed wrong. It
+    is an error to re-measure, never a value to clamp.
+    """
+    value = _median_finite(values)
+    if value > 1:
+        raise InvalidInput(
+            f"profile.{name}",
+            round(value, 3),
+            f"the median {name.upper()} measured on {device} is above 1, which no hardware achieves: "
+            "the bandwidth or peak it divides by was measured low (a probe disturbed by load) or the "
+            "steps were timed wrong",
+            "Re-run the profile on an idle machine; gpuplace never clamps such a value",
+        )
+    return value
+
+
 def calibrate(profile: LatencyProfile) -> Calibration:
+    """What the profile says about achieved efficiency, for predicting on GPUs.
+
+    Only a GPU profile calibrates: a CPU's efficiencies and tails say nothing about a GPU, so a CPU
+    profile gives the defaults (with a note). A measured MBU or MFU above 1 is refused.
+    """
+    if profile.device.kind != "cuda":
+        return Calibration(
+            arch=profile.model,
+            mbu=DEFAULT_MBU,
+            mfu=DEFAULT_MFU,
+            prefill_tail=1.0,
+            tpot_tail=1.0,
+            notes=(
+                f"profiled on {profile.device.kind} ({profile.device.name}): a CPU profile does not "
+                f"calibrate GPUs; assumed MBU {DEFAULT_MBU}, MFU {DEFAULT_MFU} and no tail spread",
+            ),
+        )
     ok = profile.ok_results
     notes: list[str] = []
-    mbu = _median_finite([r.mbu for r in ok])
+    mbu = measured_fraction([r.mbu for r in ok], "mbu", profile.device.name)
     if not math.isfinite(mbu):
         mbu = DEFAULT_MBU
         notes.append(f"profile has no MBU; assumed {DEFAULT_MBU}")
-    mfu = _median_finite([r.mfu for r in ok])
+    mfu = measured_fraction([r.mfu for r in ok], "mfu", profile.device.name)
     if not math.isfinite(mfu):
         mfu = DEFAULT_MFU
         notes.append(f"profile has no MFU; assumed {DEFAULT_MFU}")
     prefill_tail = _median_finite([r.prefill.p99 / r.prefill.p50 for r in ok if r.prefill.p50 > 0])
     tpot_tail = _median_finite([r.tpot.p99 / r.tpot.p50 for r in ok if r.tpot.p50 > 0])
-    if profile.device.kind == "cpu":
-        notes.append("profiled on CPU: efficiencies and tails carried over from a CPU run are rough")
     return Calibration(
         arch=profile.model,
-        mbu=min(max(mbu, 1e-4), 1.0),
-        mfu=min(max(mfu, 1e-4), 1.0),
+        mbu=mbu,
+        mfu=mfu,
         prefill_tail=max(prefill_tail, 1.0) if math.isfinite(prefill_tail) else 1.0,
         tpot_tail=max(tpot_tail, 1.0) if math.isfinite(tpot_tail) else 1.0,
         notes=tuple(notes),

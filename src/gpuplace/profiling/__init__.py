@@ -12,6 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpuplace.profiling.engine_steps import EngineStepConfig as EngineStepConfig
+    from gpuplace.profiling.engine_steps import measure_engine_steps as measure_engine_steps
     from gpuplace.profiling.io import load_profile as load_profile
     from gpuplace.profiling.io import profile_to_frame as profile_to_frame
     from gpuplace.profiling.io import save_profile as save_profile
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from gpuplace.profiling.summary import format_table as format_table
 
 _EXPORTS = {
+    "EngineStepConfig": "gpuplace.profiling.engine_steps",
+    "measure_engine_steps": "gpuplace.profiling.engine_steps",
     "ProfileConfig": "gpuplace.profiling.profiler",
     "run_profile": "gpuplace.profiling.profiler",
     "load_profile": "gpuplace.profiling.io",

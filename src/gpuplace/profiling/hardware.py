@@ -2,8 +2,12 @@
 
 The roofline needs a memory bandwidth and a peak FLOP/s. For catalog GPUs those are datasheet
 figures; for the CPU (and a GPU missing from the catalog) they are measured here, in the same run
-as the profile, so MBU compares like with like. Bandwidth is a STREAM-style copy: bytes read plus
-bytes written over the best of several timed copies of a buffer far larger than the caches.
+as the profile, so MBU compares like with like. Bandwidth is what a decode step does with the
+weights: read them. The probe times a reduction over a buffer far larger than the caches (bytes read
+over the best of several timed passes) in several rounds; rounds that disagree mean another process
+was using the memory system, and a probe disturbed by load would make every MBU too high. So it is
+re-measured, and after a few disturbed attempts it fails (:class:`MeasurementDisturbed`) rather than
+return a number that is wrong.
 """
 
 from __future__ import annotations
@@ -12,23 +16,58 @@ import time
 
 import torch
 
+from gpuplace.errors import GpuplaceError
 from gpuplace.profiling.timing import synchronize
 
 
-def measure_copy_bandwidth_gbps(device: torch.device, size_mib: int = 256, repeats: int = 5) -> float:
-    n = size_mib * 2**20 // 4
-    src = torch.ones(n, dtype=torch.float32, device=device)
-    dst = torch.empty_like(src)
-    dst.copy_(src)  # first touch: page faults would otherwise be timed
+class MeasurementDisturbed(GpuplaceError):
+    """A hardware probe or a roofline fraction that the machine's load made unreliable."""
+
+
+def _best_read_s(src: torch.Tensor, device: torch.device, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
         synchronize(device)
         t0 = time.perf_counter()
-        dst.copy_(src)
+        src.sum()
         synchronize(device)
         best = min(best, time.perf_counter() - t0)
-    del src, dst
-    return 2 * n * 4 / best / 1e9
+    return best
+
+
+def measure_read_bandwidth_gbps(
+    device: torch.device,
+    size_mib: int = 256,
+    repeats: int = 5,
+    rounds: int = 3,
+    tolerance: float = 0.25,
+    attempts: int = 3,
+) -> float:
+    """Memory read bandwidth (GB/s): the best of ``rounds`` rounds of ``repeats`` timed reductions.
+
+    Accepted when the rounds' best figures agree within ``tolerance`` (relative to the highest);
+    otherwise measured again, up to ``attempts`` times, then :class:`MeasurementDisturbed`.
+    """
+    n = size_mib * 2**20 // 4
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    src.sum()  # first touch: page faults would otherwise be timed
+    figures: list[float] = []
+    try:
+        for attempt in range(attempts):
+            figures = [n * 4 / _best_read_s(src, device, repeats) / 1e9 for _ in range(rounds)]
+            if (max(figures) - min(figures)) / max(figures) <= tolerance:
+                return max(figures)
+            if attempt + 1 < attempts:
+                time.sleep(0.5)
+    finally:
+        del src
+    shown = ", ".join(f"{f:.1f}" for f in figures)
+    raise MeasurementDisturbed(
+        f"memory bandwidth probe on {device}: its rounds gave {shown} GB/s, more than "
+        f"{tolerance:.0%} apart, in each of {attempts} attempts: another process is using the memory "
+        "system, and a bandwidth measured low would make every MBU too high. Re-run the profile on an "
+        "idle machine"
+    )
 
 
 def measure_matmul_tflops(

@@ -38,7 +38,11 @@ from gpuplace.profiling.device import (
     resolve_device,
     torch_dtype,
 )
-from gpuplace.profiling.hardware import measure_copy_bandwidth_gbps, measure_matmul_tflops
+from gpuplace.profiling.fractions import check_fractions, describe_point
+from gpuplace.profiling.hardware import (
+    measure_matmul_tflops,
+    measure_read_bandwidth_gbps,
+)
 from gpuplace.profiling.model import build_model, cache_kwarg, new_dynamic_cache, new_static_cache, num_params
 from gpuplace.profiling.timing import Clock, clock_for, synchronize
 from gpuplace.progress import Progress
@@ -248,7 +252,7 @@ def _bandwidth(
             measured_tflops[d] = measure_matmul_tflops(device, torch_dtype(d))
         return measured_tflops[d]
 
-    return measure_copy_bandwidth_gbps(device), "measured", peak
+    return measure_read_bandwidth_gbps(device), "measured", peak
 
 
 def _peak_memory_gib(device: torch.device) -> float:
@@ -352,14 +356,6 @@ def measure_point(
     )
 
 
-def _describe(result: PointResult) -> str:
-    p = result.point
-    head = f"b={p.batch_size} p={p.prompt_tokens} o={p.output_tokens} {p.dtype} {p.mode}: "
-    if not result.ok:
-        return head + result.error
-    return head + f"TTFT {result.prefill.median * 1e3:.1f} ms, TPOT {result.decode_step.median * 1e3:.2f} ms"
-
-
 def _check_profiler_off() -> None:
     if torch.autograd.profiler._is_profiler_enabled:
         raise RuntimeError(
@@ -426,11 +422,19 @@ def run_profile(
                     results.append(result)
                     if on_point is not None:
                         on_point(result)
-                    progress.advance(_describe(result))
+                    progress.advance(describe_point(result))
             del model
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     assert arch is not None
+
+    def remeasure() -> tuple[float, dict[str, float]]:
+        again_bw, _, again_peak = _bandwidth(device, info, catalog)
+        return again_bw, {d: again_peak(d) for d in peaks}
+
+    results, bandwidth, peaks = check_fractions(
+        results, bandwidth_gbps=bandwidth, bandwidth_source=bw_source, peaks=peaks, remeasure=remeasure
+    )
     return LatencyProfile(
         model=arch,
         device=info,

@@ -9,6 +9,7 @@ documented in docs/serving.md; nothing here starts a process or talks to a clust
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from gpuplace.errors import InvalidInput
@@ -63,8 +64,13 @@ def vllm_args(
     return args
 
 
-def serve_command(model_dir: Path, *, host: str, port: int, device: str = "auto") -> list[str]:
-    """The ``transformers serve`` command line, run with this interpreter (no PATH lookup)."""
+def serve_command(
+    model_dir: Path, *, host: str, port: int, device: str = "auto", extra_args: Sequence[str] = ()
+) -> list[str]:
+    """The ``transformers serve`` command line, run with this interpreter (no PATH lookup).
+
+    ``extra_args`` go last, e.g. ``--continuous-batching`` and its ``--cb-*`` settings.
+    """
     return [
         sys.executable,
         "-c",
@@ -80,4 +86,5 @@ def serve_command(model_dir: Path, *, host: str, port: int, device: str = "auto"
         device,
         "--log-level",
         "warning",
+        *extra_args,
     ]

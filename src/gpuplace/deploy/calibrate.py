@@ -1,0 +1,142 @@
+"""Calibrating the local engine: start ``transformers serve --continuous-batching`` here, measure its step
+time against tokens per step (:func:`gpuplace.profiling.engine_steps.measure_engine_steps`), stop it.
+
+This is the calibration the serving model needs on the local device (docs/serving-model.md): on a CPU the
+engine's per-step overhead, not the model, dominates, so it is measured, never assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuplace.deploy.local import deploy_local, teardown_local
+from gpuplace.profiling.engine_steps import EngineStepConfig, measure_engine_steps
+from gpuplace.types.engine import EngineParams, EngineStepProfile
+
+
+def profile_local_engine(
+    model: str,
+    *,
+    workdir: Path,
+    device: str = "cpu",
+    config: EngineStepConfig | None = None,
+    engine: EngineParams | None = None,
+) -> EngineStepProfile:
+    """Start ``transformers serve --continuous-batching`` for ``model`` here, measure it, stop it.
+
+    The server runs with ``engine``'s budget and KV cache (``to_transformers_serve_args``); by default
+    transformers' own values with the cache pinned to 256 blocks, since its default takes 60% of the
+    free memory of a CPU, which a shared machine cannot spare.
+    """
+    import platform
+
+    import transformers
+
+    from gpuplace.catalog import model_arch_from_config, resolve_model
+    from gpuplace.loadtest.prompts import load_tokenizer
+    from gpuplace.planner.engine import transformers_engine_params
+
+    config = config or EngineStepConfig()
+    if engine is None:
+        arch = model_arch_from_config(model, resolve_model(model).config)
+        engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=256)
+    serve_args = engine.to_transformers_serve_args()
+
+    record = deploy_local(
+        model, workdir=workdir, device=device, name="gpuplace-engine-steps", extra_args=tuple(serve_args)
+    )
+    try:
+        return measure_engine_steps(
+            record.endpoint,
+            record.served_model_name,
+            load_tokenizer(model),
+            config=config,
+            engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}",
+            device_kind="cpu" if device == "cpu" else "cuda",
+            device_name=(platform.processor() or platform.machine()) if device == "cpu" else device,
+            model=model,
+        )
+    finally:
+        teardown_local(record)
+
+
+def fit_request_work_s(
+    profile: EngineStepProfile,
+    engine: EngineParams,
+    requests: Sequence[Any],
+    measured_tpot_p50_s: float,
+    *,
+    upper_s: float = 0.25,
+) -> float:
+    """The engine time per request that makes the serving model reproduce a measured median TPOT.
+
+    ``requests`` are the :class:`~gpuplace.workload.RequestSpec` an open-loop run sent. The median, not
+    the mean: a few requests stalled by the machine (another job, a collection) would make a constant
+    per request absorb their stalls. TPOT rises with the per-request work, so it is bisected in
+    [0, ``upper_s``]; 0 when the model without it is already as slow as the measurement.
+    """
+    from dataclasses import replace
+
+    from gpuplace.planner.engine_sim import simulate
+    from gpuplace.planner.steptime import measured_step_model
+
+    def tpot(work_s: float) -> float:
+        model = measured_step_model(replace(profile, request_work_s=work_s))
+        result = simulate(
+            requests, engine, model, discard_head=0, discard_tail=0, abort_backlog=len(requests)
+        )
+        return result.tpot.p50
+
+    if not math.isfinite(measured_tpot_p50_s) or tpot(0.0) >= measured_tpot_p50_s:
+        return 0.0
+    lo, hi = 0.0, upper_s
+    if tpot(hi) < measured_tpot_p50_s:
+        return hi
+    for _ in range(20):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tpot(mid) < measured_tpot_p50_s else (lo, mid)
+    return (lo + hi) / 2
+
+
+def measure_request_work(
+    endpoint: str,
+    served_model: str,
+    tokenizer: Any,
+    profile: EngineStepProfile,
+    engine: EngineParams,
+    *,
+    rate_rps: float,
+    lengths: Sequence[tuple[int, int]],
+    seed: int = 29,
+) -> EngineStepProfile:
+    """``profile`` with ``request_work_s`` fitted to a light open-loop Poisson run of ``lengths``.
+
+    A server that handles HTTP requests in the process of its step loop (``transformers serve``) spends
+    engine time on every request beyond its tokens, which a run of concurrent streams does not show;
+    this run of arriving and finishing requests does (its median TPOT is matched). Use a rate well below
+    capacity, and other lengths or rates for what is then predicted, so that the prediction is not
+    fitted to itself.
+    """
+    from dataclasses import replace
+
+    from gpuplace.loadtest.client import EndpointState
+    from gpuplace.loadtest.prompts import PromptBuilder
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.workload import RequestSpec, arrival_times
+
+    times = arrival_times(len(lengths), rate_rps, seed=seed)
+    specs = [RequestSpec(i, t, p, o) for i, (t, (p, o)) in enumerate(zip(times, lengths, strict=True))]
+    builder = PromptBuilder(tokenizer, api="completions", seed=seed)
+    prompts = [builder.build(s.prompt_tokens) for s in specs]
+    report = run_load(
+        EndpointState(endpoint, served_model), specs, prompts, RunOptions(show_progress=False)
+    ).report
+    work = fit_request_work_s(profile, engine, specs, report.tpot.p50)
+    note = (
+        f"request_work_s fitted to {len(specs)} requests at {rate_rps:.2f} req/s "
+        f"(median TPOT {report.tpot.p50:.4f} s)"
+    )
+    return replace(profile, request_work_s=work, notes=(*profile.notes, note))

@@ -1,0 +1,440 @@
+"""A discrete-event simulation of one replica of a continuous-batching engine (vLLM's V1 scheduler).
+
+The simulated engine runs steps back to back while it has work, as vLLM's V1 ``Scheduler.schedule``
+does (FCFS policy, ``vllm/v1/core/sched/scheduler.py``):
+
+1. running requests first, in admission order: each decode adds one token; a partially prefilled
+   prompt continues with what is left of the step's token budget (``max_num_batched_tokens``);
+2. then, if nothing was preempted in this step, waiting requests in arrival order while budget is left
+   and fewer than ``max_num_seqs`` run; a prompt larger than the budget left is chunked (chunked
+   prefill), so prefills mix into decode steps;
+3. every token needs a slot in the paged KV cache (``num_gpu_blocks`` blocks of ``block_size``
+   tokens); when a running request cannot get its next block, the most recently admitted running
+   request is preempted: its blocks are freed, it goes back to the front of the waiting queue and is
+   recomputed later (prompt and the tokens it already generated), as V1 preempts by recompute.
+
+A request's first token comes at the end of the step that completes its prompt; each later step adds
+one. Step durations come from a :class:`~gpuplace.planner.steptime.StepTimeModel`. Latencies follow
+vLLM's benchmark: TTFT = first token − arrival (+ the model's per-request overhead), TPOT = (e2e − TTFT)
+÷ (output tokens − 1) over requests with more than one output token; percentiles are numpy's linear
+ones over the simulated requests.
+
+Speed: between events (an arrival that can be admitted, a completion, a prefill, the KV cache nearing
+full) every step is a decode of the same sequences whose context grows by one token each, so its time
+is ``a + b·(context + n·j)``; the simulation jumps over such spans in closed form instead of stepping.
+Per-request state is updated only at its own events (a global step counter tells a decoding request
+how many tokens it has). KV blocks are counted exactly only when an upper bound says the cache could
+be full; otherwise no allocation can fail. A 2000-request simulation costs a few milliseconds
+(tests/benchmarks/bench_engine_sim.py). :class:`ReplicaModel` caches results per rate and finds the
+fewest replicas for a rate by searching up from the fluid capacity bound.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpuplace.errors import InvalidInput
+from gpuplace.planner.steptime import StepTimeModel, causal_pairs
+from gpuplace.types import Distribution
+from gpuplace.types.engine import EngineParams, ServingPrediction, SimulatedRequest
+from gpuplace.workload import RequestSpec
+
+_NEVER = math.inf
+
+
+def _distribution(values: np.ndarray) -> Distribution:
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return Distribution.of(())
+    p50, p90, p95, p99 = np.percentile(values, (50, 90, 95, 99))
+    return Distribution(
+        count=int(values.size),
+        mean=float(values.mean()),
+        median=float(p50),
+        std=float(values.std()),
+        min=float(values.min()),
+        max=float(values.max()),
+        p50=float(p50),
+        p90=float(p90),
+        p95=float(p95),
+        p99=float(p99),
+    )
+
+
+def _unstable(steps: int, now: float, preemptions: int, max_running: int) -> ServingPrediction:
+    inf = Distribution(0, _NEVER, _NEVER, math.nan, _NEVER, _NEVER, _NEVER, _NEVER, _NEVER, _NEVER)
+    return ServingPrediction(inf, inf, inf, 0.0, math.nan, max_running, 0, preemptions, steps, now, False)
+
+
+def _steps_until(now: float, target: float, a: float, b: float, ctx: float, n: int) -> int:
+    """Fewest decode steps (each ``a + b·(ctx + n·j)``) after which the clock has reached ``target``."""
+    gap = target - now
+    if gap <= 0:
+        return 1
+    # k·a + b·(k·ctx + n·k(k−1)/2) ≥ gap, a quadratic in k
+    qa = b * n / 2
+    qb = a + b * ctx - qa
+    if qa <= 0:
+        k = math.ceil(gap / qb) if qb > 0 else 1
+    else:
+        k = math.ceil((-qb + math.sqrt(qb * qb + 4 * qa * gap)) / (2 * qa))
+    k = max(k, 1)
+
+    def elapsed(j: int) -> float:
+        return j * a + b * (j * ctx + n * j * (j - 1) / 2)
+
+    while k > 1 and elapsed(k - 1) >= gap:
+        k -= 1
+    while elapsed(k) < gap:
+        k += 1
+    return k
+
+
+def simulate(
+    requests: Sequence[RequestSpec],
+    engine: EngineParams,
+    model: StepTimeModel,
+    *,
+    concurrency: int | None = None,
+    discard_head: float = 0.1,
+    discard_tail: float = 0.05,
+    abort_backlog: int | None = None,
+    keep_requests: bool = False,
+) -> ServingPrediction:
+    """Simulate ``requests`` through one replica and summarise the kept ones.
+
+    Open loop: each request arrives at its ``arrival_s``. Closed loop (``concurrency`` given, arrival
+    times ignored): ``concurrency`` requests start at 0 and each completion starts the next one, as a
+    load tester at fixed concurrency does. The first ``discard_head`` and last ``discard_tail`` shares
+    of the requests (in arrival order) are simulated but not summarised (warm-up and drain). The run
+    stops as unstable when more than ``abort_backlog`` requests wait (default: a quarter of them, or a
+    twentieth once the last one has arrived).
+    """
+    n_req = len(requests)
+    if n_req == 0:
+        raise InvalidInput("requests", 0, "nothing to simulate", "Give at least one request")
+    if concurrency is not None and concurrency < 1:
+        raise InvalidInput("concurrency", concurrency, "must be at least 1", "")
+    if not (0 <= discard_head < 1 and 0 <= discard_tail < 1 and discard_head + discard_tail < 1):
+        raise InvalidInput("discard_head/discard_tail", (discard_head, discard_tail), "must leave requests")
+    too_long = [r for r in requests if r.prompt_tokens + r.output_tokens > engine.max_model_len]
+    if too_long:
+        r = too_long[0]
+        raise InvalidInput(
+            "requests",
+            f"#{r.index}: {r.prompt_tokens}+{r.output_tokens} tokens",
+            f"exceeds max_model_len={engine.max_model_len} ({len(too_long)} such requests)",
+            "Shorten the workload's lengths or raise max_model_len",
+        )
+    bs = engine.block_size
+    capacity = engine.num_gpu_blocks
+    if any(-(-(r.prompt_tokens + r.output_tokens) // bs) > capacity for r in requests):
+        raise InvalidInput(
+            "num_gpu_blocks",
+            capacity,
+            "is too small for one request of the workload alone",
+            "Use more GPU memory (a larger GPU or TP degree) or shorter requests",
+        )
+    budget = engine.max_num_batched_tokens
+    max_seqs = engine.max_num_seqs
+    backlog_limit = abort_backlog if abort_backlog is not None else max(64, n_req // 4)
+    end_backlog_limit = abort_backlog if abort_backlog is not None else max(32, n_req // 20)
+    checked_end = concurrency is not None
+    overhead = model.request_overhead_s
+    step_s = model.step_s
+    kv_b = model.kv_s_per_token
+    decode_a: dict[int, float] = {}  # decode-only step time of n sequences, before context
+    work = model.request_work_s
+    pending_work = 0.0  # request work done between the last step and the next
+
+    closed = concurrency is not None
+    prompt = [r.prompt_tokens for r in requests]
+    out = [r.output_tokens for r in requests]
+    if closed:
+        arrival = [math.nan] * n_req
+        for i in range(min(concurrency or 0, n_req)):
+            arrival[i] = 0.0
+        released = min(concurrency or 0, n_req)
+    else:
+        arrival = [r.arrival_s for r in requests]
+        if any(not math.isfinite(a) for a in arrival):
+            raise InvalidInput(
+                "requests", "arrival_s", "has NaN: a closed-loop workload", "Pass concurrency="
+            )
+        order = sorted(range(n_req), key=arrival.__getitem__)
+        if order != list(range(n_req)):
+            prompt = [prompt[i] for i in order]
+            out = [out[i] for i in order]
+            arrival = [arrival[i] for i in order]
+        released = n_req
+
+    # per-request state
+    need = list(prompt)  # tokens to compute before the next sample (prompt, or prompt+generated on recompute)
+    computed = [0] * n_req  # of ``need``
+    generated = [0] * n_req  # tokens sampled so far (valid for decoders at their entry counter)
+    enter_step = [0] * n_req  # step counter when the request last entered decode
+    version = [0] * n_req  # invalidates heap entries after a preemption
+    held = [0] * n_req  # KV blocks held (exact only while counted exactly)
+    first = [math.nan] * n_req
+    finish = [math.nan] * n_req
+    preempted = [0] * n_req
+
+    running: dict[int, None] = {}  # admission order; decoders and at most one partial prefill
+    decoding: set[int] = set()
+    heap: list[tuple[int, int, int]] = []  # (step counter at finish, request, version)
+    waiting: deque[int] = deque(range(released) if closed else ())
+    partial = -1  # the running request whose prompt is partly computed, or -1
+    ctx = 0  # Σ (prompt + generated) over decoders: the KV tokens their next step reads
+    prefill_held = 0  # tokens in the KV cache of the partial prefill
+    step = 0
+    now = 0.0
+    next_arrival = 0
+    busy_running = 0.0  # ∫ running dt
+    max_running = 0
+    peak_blocks = 0
+    preemptions = 0
+    exact = False  # blocks counted per request (entered when the upper bound nears capacity)
+
+    def complete(i: int) -> None:
+        """``i`` sampled its last token in the step that just ended; closed loop: the next starts.
+
+        Its work beyond tokens (a one-process server's HTTP and bookkeeping) delays the next step.
+        """
+        nonlocal released, pending_work
+        pending_work += work
+        del running[i]
+        finish[i] = now + overhead
+        held[i] = 0
+        if closed and released < n_req:
+            arrival[released] = now
+            waiting.append(released)
+            released += 1
+
+    def finish_decoders() -> None:
+        nonlocal ctx
+        while heap and heap[0][0] <= step:
+            _, i, v = heapq.heappop(heap)
+            if v != version[i] or i not in decoding:
+                continue
+            decoding.discard(i)
+            ctx -= prompt[i] + out[i]
+            complete(i)
+
+    def enter_decode(i: int) -> None:
+        """The step that just ended computed ``i``'s whole ``need`` and sampled a token."""
+        nonlocal ctx
+        generated[i] += 1
+        if math.isnan(first[i]):
+            first[i] = now + overhead
+        if generated[i] >= out[i]:
+            complete(i)
+            return
+        decoding.add(i)
+        enter_step[i] = step
+        ctx += prompt[i] + generated[i]
+        heapq.heappush(heap, (step + out[i] - generated[i], i, version[i]))
+
+    def length(i: int) -> int:
+        """Tokens of ``i`` in the KV cache once its next decode step has run."""
+        return prompt[i] + generated[i] + (step - enter_step[i])
+
+    def preempt(i: int) -> None:
+        nonlocal ctx, partial, prefill_held, preemptions
+        if i in decoding:
+            decoding.discard(i)
+            generated[i] += step - enter_step[i]
+            ctx -= prompt[i] + generated[i]
+        if i == partial:
+            partial = -1
+            prefill_held = 0
+        del running[i]
+        version[i] += 1
+        need[i] = prompt[i] + generated[i]
+        computed[i] = 0
+        held[i] = 0
+        preempted[i] += 1
+        preemptions += 1
+        waiting.appendleft(i)
+
+    while True:
+        if not closed:
+            while next_arrival < n_req and arrival[next_arrival] <= now:
+                waiting.append(next_arrival)
+                next_arrival += 1
+        if len(waiting) > backlog_limit:
+            return _unstable(step, now, preemptions, max_running)
+        if not checked_end and next_arrival >= n_req:
+            # When the last request has arrived, a replica that keeps up has a short queue; one that
+            # does not has a backlog growing with every request (the rest would only drain it).
+            checked_end = True
+            if len(waiting) > end_backlog_limit:
+                return _unstable(step, now, preemptions, max_running)
+        n = len(decoding)
+        if not running and not waiting:
+            if closed or next_arrival >= n_req:
+                break
+            now = max(now + pending_work, arrival[next_arrival])  # idle: the work is done meanwhile
+            pending_work = 0.0
+            continue
+        can_admit = bool(waiting) and len(running) < max_seqs
+        # Blocks in use after the next step cannot exceed this: every token it can add, plus one
+        # partly filled block per request that can be running then.
+        admissible = min(len(waiting), max_seqs - len(running)) if can_admit else 0
+        upper_blocks = (ctx + prefill_held + budget) // bs + len(running) + admissible + 1
+        if not exact and upper_blocks > capacity:
+            exact = True
+            for i in running:
+                held[i] = -(-(length(i) - 1) // bs) if i in decoding else -(-computed[i] // bs)
+        elif exact and upper_blocks <= capacity:
+            exact = False
+
+        if partial < 0 and not can_admit and not exact and n:
+            # A span of decode-only steps: jump to the next event.
+            a = decode_a.get(n)
+            if a is None:
+                a = decode_a[n] = step_s(n, n, n)
+            k = heap[0][0] - step if heap else 1
+            if not closed and next_arrival < n_req and len(running) < max_seqs:
+                k = min(k, _steps_until(now, arrival[next_arrival], a, kv_b, ctx, n))
+            room = (capacity - len(running) - 1) * bs - ctx
+            k = max(1, min(k, room // n))
+            dt = k * a + kv_b * (k * ctx + n * k * (k - 1) / 2) + pending_work
+            pending_work = 0.0
+            now += dt
+            busy_running += len(running) * dt
+            step += k
+            ctx += n * k
+            if heap and heap[0][0] <= step:
+                finish_decoders()
+            continue
+
+        # One explicit step: decodes plus prefill chunks (and preemption when the cache is full).
+        left = budget
+        chunks: list[tuple[int, int]] = []  # (request, tokens)
+        if exact:
+            free = capacity - sum(held[i] for i in running)
+            preempted_now = False
+            for i in list(running):
+                if i not in running:
+                    continue  # preempted by an earlier request of this step
+                if i in decoding:
+                    tokens = 1
+                    want = -(-length(i) // bs)
+                else:
+                    tokens = min(need[i] - computed[i], left)
+                    want = -(-(computed[i] + tokens) // bs)
+                while want - held[i] > free:
+                    # FCFS: the most recently admitted request goes; the requests after ``i`` go
+                    # first, so a request scheduled earlier in this step is never the victim.
+                    victim = next(reversed(running))
+                    free += held[victim]
+                    preempt(victim)
+                    preempted_now = True
+                    if victim == i:
+                        break
+                if i not in running:
+                    break  # it preempted itself: nothing after it is left to schedule
+                free -= want - held[i]
+                held[i] = want
+                left -= tokens
+                if i not in decoding:
+                    chunks.append((i, tokens))
+            n = len(decoding)
+            if not preempted_now:
+                while waiting and left > 0 and len(running) < max_seqs:
+                    i = waiting[0]
+                    tokens = min(need[i], left)
+                    want = -(-tokens // bs)
+                    if want > free:
+                        break
+                    waiting.popleft()
+                    running[i] = None
+                    free -= want
+                    held[i] = want
+                    left -= tokens
+                    chunks.append((i, tokens))
+            peak_blocks = max(peak_blocks, capacity - free)
+        else:
+            left -= n
+            if partial >= 0:
+                tokens = min(need[partial] - computed[partial], left)
+                chunks.append((partial, tokens))
+                left -= tokens
+            while waiting and left > 0 and len(running) < max_seqs:
+                i = waiting.popleft()
+                running[i] = None
+                tokens = min(need[i], left)
+                chunks.append((i, tokens))
+                left -= tokens
+        if not chunks and n == 0:
+            raise AssertionError("the simulated engine scheduled nothing with work waiting")
+        prefill_tokens = 0
+        pairs = 0.0
+        samples = n
+        done: list[int] = []
+        for i, tokens in chunks:
+            prefill_tokens += tokens
+            pairs += causal_pairs(computed[i], tokens)
+            computed[i] += tokens
+            if computed[i] >= need[i]:
+                samples += 1
+                done.append(i)
+        dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs) + pending_work
+        pending_work = 0.0
+        now += dt
+        max_running = max(max_running, len(running))
+        busy_running += len(running) * dt
+        step += 1
+        ctx += n
+        if not exact:
+            peak_blocks = max(peak_blocks, min(capacity, (ctx + prefill_held) // bs + len(running)))
+        if heap and heap[0][0] <= step:
+            finish_decoders()
+        partial = -1
+        prefill_held = 0
+        for i, _ in chunks:
+            if computed[i] < need[i]:
+                partial = i
+                prefill_held = computed[i]
+        for i in done:
+            computed[i] = 0
+            enter_decode(i)
+
+    # summarise
+    keep_lo = int(n_req * discard_head)
+    keep_hi = n_req - int(n_req * discard_tail)
+    arr = np.asarray(arrival[keep_lo:keep_hi], dtype=float)
+    fst = np.asarray(first[keep_lo:keep_hi], dtype=float)
+    fin = np.asarray(finish[keep_lo:keep_hi], dtype=float)
+    outs = np.asarray(out[keep_lo:keep_hi], dtype=float)
+    ttft = fst - arr
+    e2e = fin - arr
+    multi = outs > 1
+    tpot = (fin[multi] - fst[multi]) / (outs[multi] - 1)
+    t0 = min(arrival) if not closed else 0.0
+    span = max(finish) - t0 if n_req else 0.0
+    kept: tuple[SimulatedRequest, ...] = ()
+    if keep_requests:
+        kept = tuple(
+            SimulatedRequest(i, arrival[i], prompt[i], out[i], first[i], finish[i], preempted[i])
+            for i in range(n_req)
+        )
+    return ServingPrediction(
+        ttft=_distribution(ttft),
+        tpot=_distribution(tpot),
+        e2e=_distribution(e2e),
+        throughput_rps=n_req / span if span > 0 else math.inf,
+        mean_running=busy_running / now if now > 0 else 0.0,
+        max_running=max_running,
+        peak_kv_blocks=int(peak_blocks),
+        preemptions=preemptions,
+        steps=step,
+        simulated_s=now,
+        stable=True,
+        requests=kept,
+    )

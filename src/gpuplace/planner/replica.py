@@ -1,0 +1,128 @@
+"""Sizing a deployment with the serving simulation: a replica's capacity bound, the traffic it is
+simulated with (:class:`TrafficShape`), and :class:`ReplicaModel`, which caches one replica's prediction
+per rate and finds the fewest replicas that meet the SLO (searching up from the capacity bound).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuplace.planner.engine_sim import simulate
+from gpuplace.planner.steptime import StepTimeModel
+from gpuplace.types.engine import EngineParams, ServingPrediction
+from gpuplace.workload import LengthDist, RequestSpec, synthetic
+
+
+def fluid_capacity_rps(
+    engine: EngineParams, model: StepTimeModel, prompt_tokens: float, output_tokens: float
+) -> float:
+    """The most requests per second one replica sustains, in a fluid approximation.
+
+    With ``n`` requests always running, each step decodes ``n`` tokens and prefills ``n·P/O`` prompt
+    tokens on average (each request is replaced after ``O`` tokens), so the replica completes
+    ``n / (O · step(n))`` requests per second; ``n`` is bounded by ``max_num_seqs`` and by the KV
+    cache (``n·(P + O)`` tokens). The best ``n`` gives the capacity; a simulation at that rate
+    saturates, so it bounds the replica count from below.
+    """
+    p, o = float(prompt_tokens), max(float(output_tokens), 1.0)
+    kv_limit = engine.kv_capacity_tokens / (p + o)
+    top = max(1, int(min(engine.max_num_seqs, kv_limit)))
+    best = 0.0
+    n = 1
+    while True:
+        prefill = n * p / o
+        chunk_pairs = (n / o) * p * p / 2
+        t = (
+            model.step_s(n + prefill, n + n / o, n, n * (p + o / 2), chunk_pairs)
+            + n / o * model.request_work_s
+        )
+        best = max(best, n / (o * t))
+        if n >= top:
+            break
+        n = min(top, max(n + 1, int(n * 1.25)))
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficShape:
+    """The traffic one replica sees, up to its rate: lengths, arrival process and sample size."""
+
+    prompt_tokens: LengthDist
+    output_tokens: LengthDist
+    process: str = "poisson"
+    burstiness: float = 1.0
+    requests: int = 2000
+    seed: int = 0
+
+    def at_rate(self, rate_rps: float) -> list[RequestSpec]:
+        # The same seed at every rate: arrival gaps scale exactly with 1/rate (common random numbers),
+        # so predictions are monotone in the rate and a search over replica counts is consistent.
+        return synthetic(
+            self.requests,
+            self.prompt_tokens,
+            self.output_tokens,
+            rate=rate_rps,
+            process=self.process,
+            burstiness=self.burstiness,
+            seed=self.seed,
+        )
+
+
+class ReplicaModel:
+    """One shape's engine and step-time model under one traffic shape, with results cached per rate.
+
+    The planner asks it for the prediction at ``rate / replicas`` for several replica counts; each
+    distinct per-replica rate is simulated once.
+    """
+
+    def __init__(self, engine: EngineParams, model: StepTimeModel, traffic: TrafficShape) -> None:
+        self.engine = engine
+        self.model = model
+        self.traffic = traffic
+        self._cache: dict[float, ServingPrediction] = {}
+        sample = traffic.at_rate(1.0)[:500]
+        self.mean_prompt_tokens = sum(r.prompt_tokens for r in sample) / len(sample)
+        self.mean_output_tokens = sum(r.output_tokens for r in sample) / len(sample)
+        mean = (self.mean_prompt_tokens, self.mean_output_tokens)
+        self.capacity_rps = fluid_capacity_rps(engine, model, *mean)
+        self.simulations = 0
+
+    def at_rate(self, rate_rps: float) -> ServingPrediction:
+        key = round(rate_rps, 12)
+        hit = self._cache.get(key)
+        if hit is None:
+            self.simulations += 1
+            hit = simulate(self.traffic.at_rate(rate_rps), self.engine, self.model)
+            self._cache[key] = hit
+        return hit
+
+    def fewest_replicas(
+        self, rate_rps: float, meets: Callable[[ServingPrediction], bool], max_replicas: int
+    ) -> tuple[int, ServingPrediction]:
+        """The fewest replicas (≤ ``max_replicas``) whose prediction ``meets`` the SLO, searching up
+        from the fluid capacity bound; ``(0, prediction at max_replicas)`` when none does."""
+        lo = max(1, min(max_replicas, math.ceil(rate_rps / self.capacity_rps - 1e-9)))
+        pred = self.at_rate(rate_rps / lo)
+        if meets(pred):
+            return lo, pred
+        # exponential search up, then bisection between the last miss and the first hit
+        step = 1
+        miss = lo
+        while True:
+            hi = min(max_replicas, miss + step)
+            pred = self.at_rate(rate_rps / hi)
+            if meets(pred):
+                break
+            if hi >= max_replicas:
+                return 0, pred
+            miss, step = hi, step * 2
+        while hi - miss > 1:
+            mid = (miss + hi) // 2
+            p = self.at_rate(rate_rps / mid)
+            if meets(p):
+                hi, pred = mid, p
+            else:
+                miss = mid
+        return hi, pred

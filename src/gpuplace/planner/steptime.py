@@ -1,0 +1,237 @@
+"""The step-time model: how long one engine step takes, from what the step holds.
+
+A continuous-batching engine runs steps; a step processes ``n`` decode sequences (one token each, each
+attending to its cached context) and ``c`` prompt tokens of prefilling requests (chunks, each attending
+causally to its own prompt so far). Its time is the per-operation roofline divided by achieved
+efficiencies, plus fixed terms:
+
+* **linear layers** (QKV, O, gate-up, down per layer, and the LM head): ``max(weight bytes ÷
+  (bandwidth·MBU) + kernels × GEMM latency, FLOPs ÷ (peak·MFU))`` with FLOPs = 2 × non-embedding
+  parameters per token (the head only for sampled tokens). Every linear layer of a transformer has the
+  same arithmetic intensity for a given token count, so the max of the sums is the sum of the per-layer
+  maxes; the per-kernel latency is what makes small (high-TP) weight reads cost more than their bytes;
+* **decode attention**: the K and V of every context token read once ÷ (bandwidth·MBU);
+* **prefill attention**: 4·heads·head_dim FLOPs per (query, key) pair per layer ÷ (peak·attention MFU);
+* **elementwise operations** (the fused add-RMSNorms, rotary embedding, SiLU-and-mul): memory-bound on
+  the activations they read and write, ``(8·hidden + 2·(q + k heads)·head_dim + 3·intermediate)`` bf16
+  values per token per layer (heads and intermediate split over TP) ÷ (bandwidth·MBU);
+* **tensor parallelism**: weights, heads and KV heads split over ``tp`` GPUs, plus two ring all-reduces
+  per layer of the step's hidden states over the link the GPU set really has
+  (:data:`gpuplace.planner.latency.LINKS`: per-message latency, bandwidth × link efficiency);
+* **fixed terms**: a per-step overhead (kernel floors, scheduling, sampling) and, measured on a real
+  engine, per-token and per-sequence overheads (:class:`~gpuplace.types.engine.EngineStepProfile`);
+  on a server that handles requests in the same process as its steps (``transformers serve``), also
+  the engine time each request costs beyond its tokens (the HTTP and bookkeeping work of a request
+  under the same interpreter lock), charged between steps when the request completes. vLLM's API
+  server runs in its own process, so there it is 0.
+
+The efficiencies come from a profile of the same GPU model when one is given, else from the GPU-class
+defaults of ``catalog/data/efficiency.csv`` (:func:`choose_efficiencies`); a CPU profile never
+calibrates a GPU. Pure arithmetic: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuplace.catalog.efficiency import EfficiencyTable
+from gpuplace.errors import InvalidInput
+from gpuplace.planner.latency import (
+    LINKS,
+    SERVING_DTYPE_BYTES,
+    SHARED_OVERHEAD,
+    Shape,
+    link_gbps,
+    measured_fraction,
+)
+from gpuplace.types import LatencyProfile, ModelArch
+from gpuplace.types.engine import Efficiencies, EngineStepProfile
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimeModel:
+    """Coefficients of one shape's step time; :meth:`step_s` adds them up for a step's contents."""
+
+    fixed_s: float = 0.0  # per step, whatever it holds
+    weights_s: float = 0.0  # reading the weights once (the memory floor of the linear layers)
+    gemm_s_per_token: float = 0.0  # linear-layer compute per token processed
+    head_s_per_sample: float = 0.0  # LM-head compute per token sampled
+    per_token_s: float = 0.0  # per token outside the linear layers: activation traffic, or measured overhead
+    per_seq_s: float = 0.0  # measured engine overhead per request in the step
+    kv_s_per_token: float = 0.0  # reading one cached token's K and V (decode attention)
+    attn_s_per_pair: float = 0.0  # one (query, key) pair of prefill attention
+    comm_s_per_step: float = 0.0  # all-reduce latencies of one step (0 without TP)
+    comm_s_per_token: float = 0.0  # all-reduce transfer per token processed
+    request_overhead_s: float = 0.0  # added once to each request's TTFT
+    request_work_s: float = 0.0  # engine time per request served beyond its tokens (one-process server)
+    source: str = ""
+
+    def step_s(
+        self,
+        tokens: float,
+        seqs: float,
+        samples: float,
+        decode_context: float = 0.0,
+        prefill_pairs: float = 0.0,
+    ) -> float:
+        """Seconds for a step of ``tokens`` tokens from ``seqs`` requests, ``samples`` of them sampled,
+        whose decodes attend to ``decode_context`` cached tokens and whose prefills to ``prefill_pairs``
+        (query, key) pairs."""
+        if tokens <= 0:
+            return 0.0
+        gemm = max(self.weights_s, tokens * self.gemm_s_per_token + samples * self.head_s_per_sample)
+        return (
+            self.fixed_s
+            + gemm
+            + tokens * (self.per_token_s + self.comm_s_per_token)
+            + seqs * self.per_seq_s
+            + decode_context * self.kv_s_per_token
+            + prefill_pairs * self.attn_s_per_pair
+            + self.comm_s_per_step
+        )
+
+    def decode_terms(self, n: int) -> tuple[float, float]:
+        """``(a, b)`` with a decode-only step of ``n`` sequences taking ``a + b·context`` seconds."""
+        return self.step_s(n, n, n), self.kv_s_per_token
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """One request's whole prompt in one step, alone (the zero-load TTFT without its overhead)."""
+        return self.step_s(prompt_tokens, 1, 1, 0.0, causal_pairs(0, prompt_tokens))
+
+
+def causal_pairs(offset: float, chunk: float) -> float:
+    """(query, key) pairs of a causal chunk of ``chunk`` tokens after ``offset`` cached ones."""
+    return chunk * offset + chunk * (chunk + 1) / 2
+
+
+def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = SERVING_DTYPE_BYTES) -> int:
+    """K and V bytes one token adds on each GPU: KV heads split over TP, replicated when TP > heads."""
+    heads = -(-arch.num_kv_heads // tp)
+    return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes
+
+
+def gemm_kernels(arch: ModelArch) -> int:
+    """GEMM kernels one step launches: QKV, O, gate-up and down per layer, and the LM head."""
+    return 4 * arch.num_layers + 1
+
+
+def activation_bytes_per_token(arch: ModelArch, tp: int, dtype_bytes: int = SERVING_DTYPE_BYTES) -> float:
+    """Bytes the elementwise operations of all layers read and write per token, on one GPU.
+
+    Per layer: two fused add-RMSNorms (read input and residual, write both: 4·hidden each), the rotary
+    embedding (read and write q and k), SiLU-and-mul (read gate and up, write one: 3·intermediate).
+    """
+    q = arch.num_attention_heads * arch.head_dim / tp
+    k = -(-arch.num_kv_heads // tp) * arch.head_dim
+    per_layer = 8 * arch.hidden_size + 2 * (q + k) + 3 * arch.intermediate_size / tp
+    return float(arch.num_layers * per_layer * dtype_bytes)
+
+
+def roofline_step_model(arch: ModelArch, shape: Shape, eff: Efficiencies) -> StepTimeModel:
+    """The step-time coefficients of ``arch`` on ``shape`` at efficiencies ``eff`` (serving in bf16)."""
+    spec = shape.spec
+    tp = shape.tp
+    peak_tflops = spec.peak_tflops("bfloat16") or spec.peak_tflops("float16")
+    if not peak_tflops or not spec.hbm_bandwidth_gbps:
+        raise InvalidInput(
+            "gpu",
+            spec.name,
+            "has no tensor-core peak or memory bandwidth in the catalog",
+            "Fill bf16_tflops/fp16_tflops and hbm_bandwidth_gbps in gpus.csv",
+        )
+    bw = spec.hbm_bandwidth_gbps * 1e9 * shape.bandwidth_share * eff.mbu
+    flops = peak_tflops * 1e12 * shape.compute_share
+    head = arch.vocab_size * arch.hidden_size
+    body = arch.num_params - arch.embedding_params - (0 if arch.tie_word_embeddings else head)
+    b = SERVING_DTYPE_BYTES
+    comm_step = comm_token = 0.0
+    if tp > 1:
+        tier = LINKS[shape.link]
+        link = link_gbps(spec, shape.link) * 1e9 * eff.link_efficiency
+        ring = 2 * (tp - 1) / tp
+        comm_step = 2 * arch.num_layers * tier.latency_s
+        comm_token = 2 * arch.num_layers * ring * arch.hidden_size * b / link
+    slow = SHARED_OVERHEAD if shape.shared else 1.0
+    attn_flops_per_pair = 4 * arch.num_layers * arch.num_attention_heads * arch.head_dim / tp
+    return StepTimeModel(
+        per_token_s=activation_bytes_per_token(arch, tp) / bw * slow,
+        fixed_s=eff.step_overhead_s * slow,
+        weights_s=(arch.decode_weight_params * b / tp / bw + gemm_kernels(arch) * eff.gemm_latency_s) * slow,
+        gemm_s_per_token=2 * body / tp / (flops * eff.mfu) * slow,
+        head_s_per_sample=2 * head / tp / (flops * eff.mfu) * slow,
+        kv_s_per_token=kv_bytes_per_token_per_gpu(arch, tp) / bw * slow,
+        attn_s_per_pair=attn_flops_per_pair / (flops * eff.attention_mfu) * slow,
+        comm_s_per_step=comm_step * slow,
+        comm_s_per_token=comm_token * slow,
+        request_overhead_s=eff.request_overhead_s,
+        source=f"roofline of {spec.name} × TP{tp} ({shape.link})",
+    )
+
+
+def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 0.0) -> StepTimeModel:
+    """The step-time model of the engine and device a step profile measured, taken as it was fitted.
+
+    On a CPU the engine's own overheads dominate and the roofline says little, so the fitted linear
+    model is used alone; it is valid only for the device and model it was measured with.
+    """
+    return StepTimeModel(
+        fixed_s=profile.fixed_s,
+        per_token_s=profile.per_token_s,
+        per_seq_s=profile.per_seq_s,
+        kv_s_per_token=profile.per_context_token_s,
+        attn_s_per_pair=profile.per_pair_s,
+        request_overhead_s=request_overhead_s if request_overhead_s else profile.request_overhead_s,
+        request_work_s=profile.request_work_s,
+        source=f"measured: {profile.engine} on {profile.device_name} ({profile.model})",
+    )
+
+
+def choose_efficiencies(
+    arch: ModelArch,
+    shape: Shape,
+    table: EfficiencyTable,
+    profile: LatencyProfile | None = None,
+) -> tuple[Efficiencies, tuple[str, ...]]:
+    """The efficiencies to price ``shape`` with, and notes saying where they came from.
+
+    A profile calibrates MBU and MFU only when it ran on the same GPU model (a CUDA device whose
+    catalog name is ``shape.spec.name``); the other quantities, and everything for any other GPU, come
+    from the GPU-class defaults. A CPU profile never calibrates a GPU. A measured MBU or MFU above 1 is
+    refused (:class:`InvalidInput`), never clamped.
+    """
+    defaults = table.for_gpu(shape.spec, arch)
+    if profile is None:
+        return defaults, (f"{shape.spec.name}: GPU-class default efficiencies ({table.source})",)
+    device = profile.device
+    if device.kind != "cuda" or device.catalog_gpu != shape.spec.name:
+        ran_on = device.name if device.kind == "cuda" else f"the CPU ({device.name})"
+        return defaults, (
+            f"{shape.spec.name}: the profile ran on {ran_on}, so it does not calibrate this GPU; "
+            "GPU-class default efficiencies",
+        )
+    ok = profile.ok_results
+    mbu = measured_fraction([r.mbu for r in ok], "mbu", device.name)
+    mfu = measured_fraction([r.mfu for r in ok], "mfu", device.name)
+    sources = dict(defaults.sources)
+    notes = []
+    if math.isfinite(mbu):
+        sources["mbu"] = f"profile on {device.name}: median MBU of {len(ok)} points"
+    else:
+        mbu = defaults.mbu
+        notes.append(f"{shape.spec.name}: the profile has no MBU; class default {mbu:g}")
+    if math.isfinite(mfu):
+        sources["mfu"] = f"profile on {device.name}: median MFU of {len(ok)} points"
+    else:
+        mfu = defaults.mfu
+        notes.append(f"{shape.spec.name}: the profile has no MFU; class default {mfu:g}")
+    eff = Efficiencies(
+        mbu=mbu,
+        mfu=mfu,
+        attention_mfu=defaults.attention_mfu,
+        link_efficiency=defaults.link_efficiency,
+        step_overhead_s=defaults.step_overhead_s,
+        request_overhead_s=defaults.request_overhead_s,
+        sources=sources,
+    )
+    return eff, (f"{shape.spec.name}: MBU {mbu:.2f} and MFU {mfu:.2f} from the profile", *notes)

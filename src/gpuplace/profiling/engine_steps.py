@@ -1,0 +1,200 @@
+"""The serving engine's step time against the tokens in a step, measured on a live engine.
+
+The serving model needs a step-time model of the engine as it runs on this device. On a GPU the
+roofline gives most of it; on a CPU the engine's own per-step work (scheduling, building the batch,
+sampling, streaming the outputs, the Python around it) dominates: ``transformers serve
+--continuous-batching`` with the ``tiny`` preset takes tens of milliseconds per step where the model
+needs a fraction of one. So it is measured, through the same HTTP server the load test drives:
+
+* **decode steps**: ``n`` requests sent together with the same lengths; while all ``n`` are decoding
+  every step adds one token to each, so each stream's token rate in that window is the step time of
+  ``n`` decodes at their context (n = 1, 2, 4, ...);
+* **prefill**: one request alone with a ``c``-token prompt; its TTFT is the prefill step of ``c``
+  tokens plus the request's own overhead, and its next tokens are decode steps at context ``c``.
+
+A linear model is fitted to the medians, with non-negative coefficients and relative residuals:
+``step = fixed + per_token·tokens + per_seq·seqs + per_context·context + per_pair·pairs`` and TTFT =
+step + ``request_overhead`` (:class:`~gpuplace.types.engine.EngineStepProfile`). Decode steps have
+tokens = seqs, so the prefill samples separate the per-token from the per-sequence cost.
+
+Needs the serving extra (aiohttp) only when measuring; importing this module needs numpy alone.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuplace.errors import InvalidInput
+from gpuplace.types.engine import EngineStepProfile, EngineStepSample
+
+COEFFICIENTS: tuple[str, ...] = (
+    "fixed_s",
+    "per_token_s",
+    "per_seq_s",
+    "per_context_token_s",
+    "per_pair_s",
+    "request_overhead_s",
+)
+_MIN_WINDOW_TOKENS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStepConfig:
+    """What to measure: decode batch sizes, prefill prompt lengths, repeats."""
+
+    decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16)
+    decode_prompt_tokens: int = 16
+    decode_output_tokens: int = 48
+    prefill_tokens: tuple[int, ...] = (16, 64, 256, 512)
+    prefill_output_tokens: int = 6
+    repeats: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("decode_batches", "prefill_tokens"):
+            values = getattr(self, name)
+            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+                raise InvalidInput(name, values, "must be positive integers", "e.g. (1, 2, 4, 8)")
+        if self.decode_output_tokens < 2 * _MIN_WINDOW_TOKENS:
+            raise InvalidInput(
+                "decode_output_tokens", self.decode_output_tokens, f"must be ≥ {2 * _MIN_WINDOW_TOKENS}", ""
+            )
+        if self.prefill_output_tokens < 2:
+            raise InvalidInput("prefill_output_tokens", self.prefill_output_tokens, "must be ≥ 2", "")
+        if self.repeats < 1:
+            raise InvalidInput("repeats", self.repeats, "must be at least 1", "")
+
+
+def fit_step_profile(samples: Sequence[EngineStepSample]) -> tuple[dict[str, float], float]:
+    """Non-negative least squares of the linear step model on relative residuals.
+
+    Returns the coefficients by name and the RMS relative error of the fit. A coefficient the data
+    would make negative is held at 0 and the rest refitted (an active-set NNLS, enough for six terms).
+    """
+    rows = [
+        (
+            1.0,
+            float(s.decode_seqs + s.prefill_tokens),
+            float(s.decode_seqs + s.prefill_seqs),
+            float(s.context_tokens),
+            float(s.prefill_pairs),
+            1.0 if s.first_token else 0.0,
+        )
+        for s in samples
+    ]
+    y = np.array([s.step_s for s in samples], dtype=float)
+    if len(rows) < len(COEFFICIENTS) or not np.all(np.isfinite(y)) or np.any(y <= 0):
+        raise InvalidInput(
+            "samples",
+            len(rows),
+            f"need at least {len(COEFFICIENTS)} finite positive step times to fit",
+            "Measure more decode batch sizes and prefill lengths",
+        )
+    x = np.array(rows) / y[:, None]  # relative residuals: every sample counts alike
+    target = np.ones_like(y)
+    active = list(range(len(COEFFICIENTS)))
+    coef = np.zeros(len(COEFFICIENTS))
+    while active:
+        sol, *_ = np.linalg.lstsq(x[:, active], target, rcond=None)
+        if np.all(sol >= 0):
+            coef[:] = 0
+            coef[active] = sol
+            break
+        del active[int(np.argmin(sol))]
+    pred = np.array(rows) @ coef
+    rms = float(np.sqrt(np.mean(((pred - y) / y) ** 2)))
+    return dict(zip(COEFFICIENTS, (float(c) for c in coef), strict=True)), rms
+
+
+def _window_step_times(records: Sequence[Any]) -> list[tuple[float, float]]:
+    """Per stream, (seconds per token, mean tokens generated) while every stream was decoding."""
+    ok = [r for r in records if r.success and len(r.chunk_times_s) >= 2]
+    if len(ok) < len(records):
+        return []
+    absolute = [[r.start_s + t for t in r.chunk_times_s] for r in ok]
+    lo = max(t[0] for t in absolute)  # the last stream's first token
+    hi = min(t[-1] for t in absolute)  # the first stream's last token
+    out = []
+    for times in absolute:
+        inside = [i for i, t in enumerate(times) if lo <= t <= hi]
+        if len(inside) < _MIN_WINDOW_TOKENS:
+            continue
+        i0, i1 = inside[0], inside[-1]
+        out.append(((times[i1] - times[i0]) / (i1 - i0), (i0 + i1) / 2 + 1))
+    return out
+
+
+def measure_engine_steps(
+    endpoint: str,
+    served_model: str,
+    tokenizer: Any,
+    *,
+    config: EngineStepConfig = EngineStepConfig(),
+    engine: str,
+    device_kind: str,
+    device_name: str,
+    model: str,
+) -> EngineStepProfile:
+    """Measure the engine behind ``endpoint`` (an OpenAI-compatible streaming server) and fit it."""
+    from gpuplace.loadtest.client import EndpointState
+    from gpuplace.loadtest.prompts import PromptBuilder
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.workload import RequestSpec
+
+    builder = PromptBuilder(tokenizer, api="completions", seed=17)
+    state = EndpointState(endpoint, served_model)
+    notes: list[str] = []
+
+    def run(n: int, prompt: int, output: int) -> list[Any]:
+        specs = [RequestSpec(i, math.nan, prompt, output) for i in range(n)]
+        prompts = [builder.build(prompt) for _ in specs]
+        result = run_load(state, specs, prompts, RunOptions(concurrency=n, show_progress=False))
+        return list(result.records)
+
+    run(1, 8, 4)  # warm-up: the engine builds its cache and compiles its paths on the first requests
+    samples: list[EngineStepSample] = []
+    p, o = config.decode_prompt_tokens, config.decode_output_tokens
+    for n in config.decode_batches:
+        times: list[float] = []
+        generated: list[float] = []
+        for _ in range(config.repeats):
+            for step, made in _window_step_times(run(n, p, o)):
+                times.append(step)
+                generated.append(made)
+        if not times:
+            notes.append(f"decode n={n}: no window where all {n} streams decoded")
+            continue
+        context = n * (p + statistics.median(generated))
+        samples.append(EngineStepSample(n, 0, 0, round(context), 0, statistics.median(times)))
+    for c in config.prefill_tokens:
+        ttfts: list[float] = []
+        gaps: list[float] = []
+        for _ in range(config.repeats):
+            (record,) = run(1, c, config.prefill_output_tokens)
+            if not record.success:
+                notes.append(f"prefill c={c}: {record.error_kind}: {record.error}")
+                continue
+            ttfts.append(record.ttft_s)
+            gaps.extend(record.itl_s)
+        if ttfts:
+            pairs = c * (c + 1) // 2
+            samples.append(EngineStepSample(0, c, 1, 0, pairs, statistics.median(ttfts), first_token=True))
+        if gaps:
+            context = c + (config.prefill_output_tokens + 1) // 2
+            samples.append(EngineStepSample(1, 0, 0, context, 0, statistics.median(gaps)))
+    coef, rms = fit_step_profile(samples)
+    return EngineStepProfile(
+        engine=engine,
+        device_kind=device_kind,
+        device_name=device_name,
+        model=model,
+        samples=tuple(samples),
+        rms_relative_error=rms,
+        notes=(*state.notes, *notes),
+        **coef,
+    )

@@ -1,0 +1,378 @@
+"""The serving engine's value types: its scheduler parameters, the efficiencies a step runs at, and a
+measured step-time calibration.
+
+:class:`EngineParams` is what a continuous-batching engine is configured with (vLLM's names) plus the
+KV-cache capacity those settings leave; the serving model simulates exactly these values and the
+manifests pass them to ``vllm serve``, so the prediction and the deployment agree. Every value carries
+where it came from (``sources``). :class:`Efficiencies` are the achieved fractions of the roofline a
+step-time model divides by, each with its source. :class:`EngineStepProfile` is what the profiler
+measured of a real engine's step time against the tokens in a step, with the fitted fixed and
+per-token terms. Pure standard library, so the planner may import it; times are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from gpuplace.errors import InvalidInput
+from gpuplace.types.plan import Prediction
+from gpuplace.types.stats import Distribution
+
+ENGINE_FIELDS: tuple[str, ...] = (
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "block_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "enable_chunked_prefill",
+    "num_gpu_blocks",
+)
+
+
+def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(name, value, "must be a positive integer", "")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineParams:
+    """Scheduler settings of one replica and the KV-cache capacity they leave (vLLM's names).
+
+    ``num_gpu_blocks`` is derived (KV memory ÷ bytes of one block), not a flag gpuplace passes:
+    vLLM measures its own, and forcing ours could run out of memory on a device that has less free.
+    """
+
+    max_num_batched_tokens: int  # token budget of one step (prefill chunks + one token per decode)
+    max_num_seqs: int  # requests running at once
+    block_size: int  # tokens per KV-cache block
+    gpu_memory_utilization: float  # share of device memory the engine may use
+    max_model_len: int  # longest prompt + output one request may have
+    enable_chunked_prefill: bool  # prompts split across steps, mixed with decodes (vLLM V1: always)
+    num_gpu_blocks: int  # KV-cache capacity in blocks, per replica
+    sources: Mapping[str, str] = field(default_factory=dict)  # field name -> where its value came from
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len"):
+            _positive_int(name, getattr(self, name))
+        if isinstance(self.num_gpu_blocks, bool) or not isinstance(self.num_gpu_blocks, int):
+            raise InvalidInput("num_gpu_blocks", self.num_gpu_blocks, "must be an integer", "")
+        if self.num_gpu_blocks < 0:
+            raise InvalidInput(
+                "num_gpu_blocks",
+                self.num_gpu_blocks,
+                "is negative: the weights and the runtime reserve do not fit the memory",
+                "Use a GPU with more memory or a higher tensor-parallel degree",
+            )
+        u = self.gpu_memory_utilization
+        if not isinstance(u, int | float) or not 0 < u <= 1:
+            raise InvalidInput("gpu_memory_utilization", u, "must be in (0, 1]", "vLLM's default is 0.9")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # vLLM's SchedulerConfig refuses this too: a step must fit one token of every sequence.
+            raise InvalidInput(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                f"is below max_num_seqs={self.max_num_seqs}",
+                "Raise max_num_batched_tokens or lower max_num_seqs",
+            )
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise InvalidInput(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                f"is below max_model_len={self.max_model_len} without chunked prefill",
+                "Enable chunked prefill or raise max_num_batched_tokens",
+            )
+        object.__setattr__(self, "sources", _frozen(self.sources))
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_gpu_blocks * self.block_size
+
+    def to_vllm_args(self) -> list[str]:
+        """``vllm serve`` flags that make the deployed engine schedule as the model assumed."""
+        return [
+            "--max-num-batched-tokens",
+            str(self.max_num_batched_tokens),
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--block-size",
+            str(self.block_size),
+            "--gpu-memory-utilization",
+            f"{self.gpu_memory_utilization:g}",
+            "--max-model-len",
+            str(self.max_model_len),
+            "--enable-chunked-prefill" if self.enable_chunked_prefill else "--no-enable-chunked-prefill",
+        ]
+
+    def to_transformers_serve_args(self) -> list[str]:
+        """``transformers serve --continuous-batching`` flags for the same budget and cache.
+
+        transformers exposes no ``max_num_seqs`` (its ``max_requests_per_batch`` is not a CLI flag) and
+        always chunks prompts; the local target's model must use the engine's own values for those.
+        """
+        return [
+            "--continuous-batching",
+            "--cb-block-size",
+            str(self.block_size),
+            "--cb-num-blocks",
+            str(self.num_gpu_blocks),
+            "--cb-max-batch-tokens",
+            str(self.max_num_batched_tokens),
+        ]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {name: getattr(self, name) for name in ENGINE_FIELDS}
+        data["kv_capacity_tokens"] = self.kv_capacity_tokens
+        data["sources"] = dict(self.sources)
+        return data
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> EngineParams:
+        missing = [name for name in ENGINE_FIELDS if name not in data]
+        if missing:
+            raise InvalidInput("engine", sorted(missing), "missing from the engine parameters", "")
+        return cls(
+            max_num_batched_tokens=int(data["max_num_batched_tokens"]),
+            max_num_seqs=int(data["max_num_seqs"]),
+            block_size=int(data["block_size"]),
+            gpu_memory_utilization=float(data["gpu_memory_utilization"]),
+            max_model_len=int(data["max_model_len"]),
+            enable_chunked_prefill=bool(data["enable_chunked_prefill"]),
+            num_gpu_blocks=int(data["num_gpu_blocks"]),
+            sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()},
+        )
+
+
+EFFICIENCY_FIELDS: tuple[str, ...] = (
+    "mbu",
+    "mfu",
+    "attention_mfu",
+    "link_efficiency",
+    "gemm_latency_s",
+    "step_overhead_s",
+    "request_overhead_s",
+)
+FRACTIONS: tuple[str, ...] = ("mbu", "mfu", "attention_mfu", "link_efficiency")
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiencies:
+    """Achieved fractions of the roofline, and the fixed times a step and a request add.
+
+    ``mbu``: of memory bandwidth, for weight and KV-cache reads; ``mfu``: of dense tensor peak, for
+    GEMMs; ``attention_mfu``: of that peak, for prefill attention; ``link_efficiency``: of the link's
+    bandwidth, for all-reduces; ``gemm_latency_s``: the fixed latency of one GEMM kernel (what a small
+    weight read costs beyond its bytes); ``step_overhead_s``: a step's time outside the roofline (scheduling,
+    launches, sampling); ``request_overhead_s``: added once to every request's TTFT (API server,
+    tokenising, first-step dispatch). A fraction above 1 is a measurement error and is refused.
+    """
+
+    mbu: float
+    mfu: float
+    attention_mfu: float
+    link_efficiency: float = 1.0
+    gemm_latency_s: float = 0.0
+    step_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
+    sources: Mapping[str, str] = field(default_factory=dict)  # field name -> where its value came from
+
+    def __post_init__(self) -> None:
+        for name in FRACTIONS:
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise InvalidInput(name, value, "must be a positive fraction", "")
+            if value > 1:
+                raise InvalidInput(
+                    name,
+                    value,
+                    "is above 1: more than the hardware's peak is a measurement error",
+                    "Re-measure on an idle machine, or check the bandwidth/peak the fraction divides by",
+                )
+        for name in ("gemm_latency_s", "step_overhead_s", "request_overhead_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise InvalidInput(name, value, "must be a non-negative number of seconds", "")
+        object.__setattr__(self, "sources", _frozen(self.sources))
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStepSample:
+    """One measured engine step: what it held and how long it took.
+
+    ``first_token`` marks a request's time to first token measured alone: its step plus the request's
+    own overhead (HTTP, tokenising, admission), which the fit separates as ``request_overhead_s``.
+    """
+
+    decode_seqs: int  # requests that each added one token
+    prefill_tokens: int  # prompt tokens processed (chunks included)
+    prefill_seqs: int  # requests whose prompt tokens those were
+    context_tokens: int  # KV-cache tokens the step's decodes attended to, summed
+    prefill_pairs: int  # (query, key) pairs of the step's causal prefill attention
+    step_s: float
+    first_token: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStepProfile:
+    """A real engine's step time against its contents on one device, and the fitted linear model.
+
+    ``step_s ≈ fixed_s + per_token_s·tokens + per_seq_s·seqs + per_context_token_s·context
+    + per_pair_s·pairs`` where ``tokens`` = decode seqs + prefill tokens, ``seqs`` = decode + prefill
+    seqs, ``context`` the decodes' cached tokens and ``pairs`` the prefill attention pairs.
+    ``fixed_s`` is the engine's per-step overhead, which dominates on a CPU; it is measured, never
+    assumed. ``request_overhead_s`` is what a request's TTFT adds beyond its first step (HTTP,
+    tokenising, admission), also measured. ``request_work_s`` is the engine time each request costs
+    beyond its tokens where the server handles requests in the step loop's process (fitted so that the
+    serving model reproduces the median TPOT of a light open-loop run; 0 until then).
+    """
+
+    engine: str  # e.g. "transformers-cb 5.24.0"
+    device_kind: str  # "cpu" or "cuda"
+    device_name: str
+    model: str
+    fixed_s: float
+    per_token_s: float
+    per_seq_s: float
+    per_context_token_s: float
+    per_pair_s: float = 0.0
+    request_overhead_s: float = 0.0
+    request_work_s: float = 0.0  # engine time per request served, fitted to a light open-loop run
+    samples: tuple[EngineStepSample, ...] = ()
+    rms_relative_error: float = math.nan  # of the fit over the samples
+    notes: tuple[str, ...] = ()
+
+    def predict_s(self, tokens: float, seqs: float, context_tokens: float, pairs: float = 0.0) -> float:
+        return (
+            self.fixed_s
+            + self.per_token_s * tokens
+            + self.per_seq_s * seqs
+            + self.per_context_token_s * context_tokens
+            + self.per_pair_s * pairs
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "device_kind": self.device_kind,
+            "device_name": self.device_name,
+            "model": self.model,
+            "fixed_s": self.fixed_s,
+            "per_token_s": self.per_token_s,
+            "per_seq_s": self.per_seq_s,
+            "per_context_token_s": self.per_context_token_s,
+            "per_pair_s": self.per_pair_s,
+            "request_overhead_s": self.request_overhead_s,
+            "request_work_s": self.request_work_s,
+            "rms_relative_error": None if math.isnan(self.rms_relative_error) else self.rms_relative_error,
+            "samples": [
+                [
+                    s.decode_seqs,
+                    s.prefill_tokens,
+                    s.prefill_seqs,
+                    s.context_tokens,
+                    s.prefill_pairs,
+                    s.step_s,
+                    s.first_token,
+                ]
+                for s in self.samples
+            ],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> EngineStepProfile:
+        rows: Sequence[Sequence[Any]] = data.get("samples") or ()
+        err = data.get("rms_relative_error")
+        return cls(
+            engine=str(data["engine"]),
+            device_kind=str(data["device_kind"]),
+            device_name=str(data["device_name"]),
+            model=str(data["model"]),
+            fixed_s=float(data["fixed_s"]),
+            per_token_s=float(data["per_token_s"]),
+            per_seq_s=float(data["per_seq_s"]),
+            per_context_token_s=float(data["per_context_token_s"]),
+            per_pair_s=float(data.get("per_pair_s") or 0.0),
+            request_overhead_s=float(data.get("request_overhead_s") or 0.0),
+            request_work_s=float(data.get("request_work_s") or 0.0),
+            samples=tuple(
+                EngineStepSample(
+                    int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5]), bool(r[6])
+                )
+                for r in rows
+            ),
+            rms_relative_error=math.nan if err is None else float(err),
+            notes=tuple(str(n) for n in data.get("notes") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedRequest:
+    """One request's simulated timeline (seconds on the simulation clock)."""
+
+    index: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    first_token_s: float  # includes the step-time model's per-request overhead
+    finish_s: float  # likewise
+    preemptions: int
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float:
+        if self.output_tokens <= 1:
+            return math.nan
+        return (self.finish_s - self.first_token_s) / (self.output_tokens - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPrediction:
+    """What the simulation of one replica predicts, over the requests kept after warm-up.
+
+    ``stable`` is False when the backlog grew without bound (the replica cannot keep up): the
+    latencies are then infinite. ``mean_running`` is the time-average number of running requests,
+    ``max_running`` its maximum; ``peak_kv_blocks`` an upper bound of the KV blocks in use.
+    """
+
+    ttft: Distribution
+    tpot: Distribution
+    e2e: Distribution
+    throughput_rps: float
+    mean_running: float
+    max_running: int
+    peak_kv_blocks: int
+    preemptions: int
+    steps: int
+    simulated_s: float
+    stable: bool
+    requests: tuple[SimulatedRequest, ...] = field(default=(), repr=False)
+
+    def to_prediction(self, memory_per_gpu_gib: float) -> Prediction:
+        """As the plan's :class:`~gpuplace.types.plan.Prediction` (``concurrency``: mean requests in
+        flight by Little's law; ``max_batch``: the most requests that ran at once)."""
+        inflight = self.throughput_rps * self.e2e.mean if self.stable else math.inf
+        return Prediction(
+            ttft_p50_s=self.ttft.p50,
+            ttft_p99_s=self.ttft.p99,
+            tpot_p50_s=self.tpot.p50,
+            tpot_p99_s=self.tpot.p99,
+            concurrency=inflight,
+            max_batch=max(1, self.max_running),
+            memory_per_gpu_gib=memory_per_gpu_gib,
+            stable=self.stable,
+        )

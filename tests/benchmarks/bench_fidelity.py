@@ -1,0 +1,647 @@
+"""Fidelity of the serving model (issue 11): predicted against an outside referee and against this CPU.
+
+Part ``aic`` — against NVIDIA AIConfigurator 0.12.0 (its own venv, ``.venv-aic``, created here on first
+use; offline; per-kernel tables measured with vLLM on H100 SXM and A100-SXM4-80GB). Grid: llama-3.1-8b
+and 70b × H100-SXM5-80GB and A100-SXM4-80GB × TP 1/2/4/8 × ISL/OSL 1024/128 and 4096/256 × 5 and
+50 req/s. For each (model, GPU, lengths, rate) AIConfigurator's ``recommend`` (SLA: TTFT ≤ 2 s, TPOT ≤
+50 ms) gives the replicas it needs per TP degree; each replica then serves ``rate / replicas``.
+AIConfigurator's TTFT and TPOT at that per-replica rate come from its ``estimate`` (agg) at the
+concurrency whose throughput is that rate; gpuplace's come from its simulation at that rate (a) with
+Poisson arrivals and (b) with evenly spaced arrivals, the steady state AIConfigurator's static model
+describes.
+GPU counts: AIConfigurator's fewest total GPUs against gpuplace's fewest over TP degrees meeting p99
+TTFT ≤ 2 s and p99 TPOT ≤ 50 ms (the planner's SLO), and, for reference, meeting them at p50.
+Goals: p50 TTFT and TPOT within 20%; GPUs within ±1 replica.
+
+Part ``cpu`` — the closed loop on this machine: for ``tiny`` and ``llama-100m``, a real
+``transformers serve --continuous-batching`` server is started, its engine's step time is measured
+against tokens per step (gpuplace.profiling.engine_steps), and the serving model predicts p50/p99 TTFT
+and TPOT for Poisson arrivals at 25/50/80% of the capacity it predicts, with two length mixes: fixed
+lengths and the Azure LLM inference trace's conversation mix (scaled to a CPU; the trace is read in
+place from ../shared/data). The project's load tester then sends exactly those requests to the same
+server. Goals: |error| ≤ 15% at p50, ≤ 25% at p99, in every cell.
+
+Every miss is reported as it is. Writes docs/benchmarks/fidelity.{md,json} (a part not run keeps its
+previous figures). Run: `.venv/bin/python tests/benchmarks/bench_fidelity.py --part all`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = Path(os.environ.get("GPUPLACE_SHARED_DATA", REPO.parent / "shared" / "data"))
+AZURE_CONV = SHARED_DATA / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv"
+OUT = REPO / "docs" / "benchmarks"
+AIC_VENV = REPO / ".venv-aic"
+AIC_VERSION = "0.12.0"
+AIC_MODELS = {
+    "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B",
+    "llama-3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
+}
+AIC_SYSTEMS = {"H100-SXM5-80GB": "h100_sxm", "A100-SXM4-80GB": "a100_sxm"}
+TPS = (1, 2, 4, 8)
+LENGTHS = ((1024, 128), (4096, 256))
+RATES = (5.0, 50.0)
+SLO_TTFT_S, SLO_TPOT_S = 2.0, 0.05
+P50_GOAL, P99_GOAL, AIC_GOAL = 0.15, 0.25, 0.20
+
+
+def rel(pred: float, ref: float) -> float:
+    """(predicted − reference) / reference."""
+    if not (math.isfinite(pred) and math.isfinite(ref)) or ref <= 0:
+        return math.nan
+    return (pred - ref) / ref
+
+
+# --- AIConfigurator -------------------------------------------------------------------------------
+
+
+def ensure_aic() -> Path:
+    python = AIC_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(AIC_VENV)], check=True)
+    probe = subprocess.run([str(python), "-c", "import aiconfigurator"], capture_output=True)
+    if probe.returncode != 0:
+        subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"aiconfigurator=={AIC_VERSION}",
+            ],
+            check=True,
+        )
+    return python
+
+
+def ask_aic(python: Path, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [str(python), str(REPO / "tests" / "benchmarks" / "aic_driver.py")],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    answers: list[dict[str, Any]] = json.loads(done.stdout)
+    return answers
+
+
+def gpuplace_replica(model: str, gpu: str, tp: int) -> tuple[Any, Any] | None:
+    from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
+    from gpuplace.catalog.efficiency import load_efficiency_table
+    from gpuplace.errors import InvalidInput
+    from gpuplace.planner.engine import vllm_engine_params
+    from gpuplace.planner.latency import Shape
+    from gpuplace.planner.steptime import roofline_step_model
+
+    spec = load_gpu_catalog().get(gpu)
+    arch = model_arch_from_config(model, resolve_model(model).config)
+    try:
+        engine = vllm_engine_params(arch, spec, tp)
+    except InvalidInput:
+        return None  # the weights do not fit
+    shape = Shape(spec, tp, memory_gib=spec.memory_gib, link="nvlink" if tp > 1 else "single")
+    return engine, roofline_step_model(arch, shape, load_efficiency_table().for_gpu(spec, arch))
+
+
+def run_aic(requests: int) -> dict[str, Any]:
+    from gpuplace.planner.engine_sim import simulate
+    from gpuplace.planner.replica import ReplicaModel, TrafficShape
+    from gpuplace.types.engine import ServingPrediction
+    from gpuplace.workload import LengthDist
+
+    python = ensure_aic()
+    groups = [
+        (m, g, isl, osl, rate)
+        for m in AIC_MODELS
+        for g in AIC_SYSTEMS
+        for isl, osl in LENGTHS
+        for rate in RATES
+    ]
+    print(f"aic: {len(groups)} recommend jobs", flush=True)
+    recs = ask_aic(
+        python,
+        [
+            {
+                "kind": "recommend",
+                "model": AIC_MODELS[m],
+                "system": AIC_SYSTEMS[g],
+                "isl": isl,
+                "osl": osl,
+                "rate": rate,
+                "ttft_ms": SLO_TTFT_S * 1e3,
+                "tpot_ms": SLO_TPOT_S * 1e3,
+            }
+            for m, g, isl, osl, rate in groups
+        ],
+    )
+    cells: list[dict[str, Any]] = []
+    jobs: list[dict[str, Any]] = []
+    for (m, g, isl, osl, rate), rec in zip(groups, recs, strict=True):
+        by_tp = {row["tp"]: row for row in rec.get("rows", [])}
+        for tp in TPS:
+            row = by_tp.get(tp)
+            cell: dict[str, Any] = {"model": m, "gpu": g, "isl": isl, "osl": osl, "rate": rate, "tp": tp}
+            if row is None:
+                cell["aic_note"] = rec.get("error", "no configuration at this TP")
+            else:
+                cell["aic_replicas"] = row["replicas"]
+                cell["per_replica_rps"] = rate / row["replicas"]
+                jobs.append(
+                    {
+                        "kind": "at_rate",
+                        "model": AIC_MODELS[m],
+                        "system": AIC_SYSTEMS[g],
+                        "tp": tp,
+                        "isl": isl,
+                        "osl": osl,
+                        "rate": cell["per_replica_rps"],
+                        "max_batch": max(2, int(row["concurrency"])),
+                    }
+                )
+                cell["job"] = len(jobs) - 1
+            cells.append(cell)
+    print(f"aic: {len(jobs)} estimate jobs", flush=True)
+    estimates = ask_aic(python, jobs)
+    for cell in cells:
+        if "job" in cell:
+            est = estimates[cell.pop("job")]
+            cell["aic_batch"] = est.get("batch", math.nan)
+            cell["aic_ttft_s"] = est.get("ttft_ms", math.nan) / 1e3
+            cell["aic_tpot_s"] = est.get("tpot_ms", math.nan) / 1e3
+            if "error" in est or "note" in est:
+                cell["aic_note"] = est.get("error") or est.get("note")
+        built = gpuplace_replica(cell["model"], cell["gpu"], cell["tp"])
+        if built is None:
+            cell["gp_note"] = "weights do not fit"
+            continue
+        engine, model = built
+        if "per_replica_rps" in cell:
+            traffic = TrafficShape(
+                LengthDist("fixed", cell["isl"]), LengthDist("fixed", cell["osl"]), requests=requests
+            )
+            pois = simulate(traffic.at_rate(cell["per_replica_rps"]), engine, model)
+            cell["gp_poisson_ttft_s"], cell["gp_poisson_tpot_s"] = pois.ttft.p50, pois.tpot.p50
+            steady = TrafficShape(
+                LengthDist("fixed", cell["isl"]),
+                LengthDist("fixed", cell["osl"]),
+                process="constant",
+                requests=requests,
+            )
+            const = simulate(steady.at_rate(cell["per_replica_rps"]), engine, model)
+            cell["gp_const_ttft_s"], cell["gp_const_tpot_s"] = const.ttft.p50, const.tpot.p50
+            cell["gp_const_running"] = const.mean_running
+    counts: list[dict[str, Any]] = []
+    for (m, g, isl, osl, rate), rec in zip(groups, recs, strict=True):
+        rows = rec.get("rows", [])
+        best = min(rows, key=lambda r: (r["gpus"], r["tp"]), default=None)
+        entry: dict[str, Any] = {"model": m, "gpu": g, "isl": isl, "osl": osl, "rate": rate}
+        if best is not None:
+            entry |= {"aic_gpus": best["gpus"], "aic_tp": best["tp"], "aic_replicas": best["replicas"]}
+        traffic = TrafficShape(LengthDist("fixed", isl), LengthDist("fixed", osl), requests=requests)
+        for label, q in (("p99", "p99"), ("p50", "p50")):
+            options = []
+            for tp in TPS:
+                built = gpuplace_replica(m, g, tp)
+                if built is None:
+                    continue
+
+                def meets(p: ServingPrediction, q: str = q) -> bool:
+                    return p.stable and getattr(p.ttft, q) <= SLO_TTFT_S and getattr(p.tpot, q) <= SLO_TPOT_S
+
+                n, _ = ReplicaModel(built[0], built[1], traffic).fewest_replicas(rate, meets, 64)
+                if n:
+                    options.append((n * tp, tp, n))
+            if options:
+                gpus, tp, n = min(options)
+                entry |= {f"gp_{label}_gpus": gpus, f"gp_{label}_tp": tp, f"gp_{label}_replicas": n}
+        counts.append(entry)
+        print(f"aic counts: {entry}", flush=True)
+    return {"cells": cells, "counts": counts, "requests": requests, "aic_version": AIC_VERSION}
+
+
+# --- the closed loop on this CPU ----------------------------------------------------------------
+
+
+def azure_lengths(
+    n: int, prompt_scale: float, output_scale: float, max_prompt: int, max_output: int
+) -> list[tuple[int, int]]:
+    from gpuplace.workload import read_trace
+
+    if not AZURE_CONV.is_file():
+        raise SystemExit(
+            f"bench_fidelity: the Azure trace is missing at {AZURE_CONV} (see shared/data/README.md)"
+        )
+    rows = read_trace(AZURE_CONV, max_requests=n)
+    return [
+        (
+            max(1, min(max_prompt, round(r.prompt_tokens * prompt_scale))),
+            max(2, min(max_output, round(r.output_tokens * output_scale))),
+        )
+        for r in rows
+    ]
+
+
+def _cell_calibration() -> Any:
+    from gpuplace.profiling.engine_steps import EngineStepConfig
+
+    return EngineStepConfig(
+        decode_batches=(1, 4, 16), decode_output_tokens=24, prefill_tokens=(16, 128, 512), repeats=2
+    )
+
+
+CPU_MODELS: dict[str, dict[str, Any]] = {
+    # fixed lengths; Azure scale for prompts, for outputs, their caps; KV-cache blocks of 256 tokens;
+    # output tokens of the calibration's decode windows (a slower model admits its streams further apart)
+    "tiny": {"fixed": (128, 64), "azure": (1 / 4, 1 / 4, 1024, 160), "blocks": 512, "window": 24},
+    "llama-100m": {"fixed": (64, 32), "azure": (1 / 16, 1 / 8, 256, 64), "blocks": 256, "window": 64},
+}
+
+
+def calibrate(record: Any, tokenizer: Any, config: Any, name: str, machine: str) -> Any:
+    from gpuplace.profiling.engine_steps import measure_engine_steps
+
+    return measure_engine_steps(
+        record.endpoint,
+        record.served_model_name,
+        tokenizer,
+        config=config,
+        engine="transformers serve --continuous-batching",
+        device_kind="cpu",
+        device_name=machine,
+        model=name,
+    )
+
+
+def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
+    import platform
+
+    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuplace-bench-fidelity"
+    # One torch thread in the server: on two shared cores, intra-op threads only contend with the
+    # server's own generation and HTTP threads (and with the load tester).
+    os.environ["OMP_NUM_THREADS"] = "1"
+    results: dict[str, Any] = {
+        "cells": [],
+        "calibrations": {},
+        "machine": platform.processor() or platform.machine(),
+    }
+    for name, setup in CPU_MODELS.items():
+        try:
+            run_cpu_model(name, setup, loads, seconds, results, workdir)
+        except Exception as e:  # a model that cannot be measured is a result too; the others go on
+            results.setdefault("errors", {})[name] = f"{type(e).__name__}: {e}"
+            print(f"cpu {name}: failed: {e}", flush=True)
+    return results
+
+
+def run_cpu_model(
+    name: str,
+    setup: dict[str, Any],
+    loads: tuple[float, ...],
+    seconds: float,
+    results: dict[str, Any],
+    workdir: Path,
+) -> None:
+    from gpuplace.catalog import model_arch_from_config, resolve_model
+    from gpuplace.deploy.calibrate import measure_request_work
+    from gpuplace.deploy.local import deploy_local, teardown_local
+    from gpuplace.loadtest.client import EndpointState
+    from gpuplace.loadtest.prompts import PromptBuilder, load_tokenizer
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.planner.engine import transformers_engine_params
+    from gpuplace.planner.engine_sim import simulate
+    from gpuplace.planner.replica import fluid_capacity_rps
+    from gpuplace.planner.steptime import measured_step_model
+    from gpuplace.workload import RequestSpec, arrival_times
+
+    cell_config = replace(_cell_calibration(), decode_output_tokens=setup["window"])
+    arch = model_arch_from_config(name, resolve_model(name).config)
+    # The server gets the engine parameters the model simulates, its KV cache pinned to a size
+    # that holds the workload (transformers' default takes 60% of free memory on a CPU).
+    engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=setup["blocks"])
+    record = deploy_local(
+        name,
+        workdir=workdir,
+        device="cpu",
+        name=f"fidelity-{name}",
+        extra_args=tuple(engine.to_transformers_serve_args()),
+    )
+    try:
+        tokenizer = load_tokenizer(name)
+        builder = PromptBuilder(tokenizer, api="completions", seed=3)
+        results["calibrations"][name] = []
+        p, o = setup["fixed"]
+        ps, os_, pmax, omax = setup["azure"]
+        mixes = {
+            f"fixed {p}/{o}": [(p, o)] * 2000,
+            "Azure conv mix": azure_lengths(2000, ps, os_, pmax, omax),
+        }
+        # The loads are shares of one capacity per model and length mix, predicted from a first,
+        # longer calibration; each cell is then predicted from a calibration taken right before it.
+        first = calibrate(record, tokenizer, replace(cell_config, repeats=3), name, results["machine"])
+        top = replace(engine, max_num_seqs=max(cell_config.decode_batches))  # no extrapolated fit
+        # The server handles each request's HTTP work in its step loop's process: fit that cost to
+        # a light open-loop run of lengths unlike the cells' (uniform prompts and outputs), at 8%
+        # of the capacity predicted without it.
+        rng = random.Random(5)
+        light = [(rng.randint(16, 256), rng.randint(16, 64)) for _ in range(int(seconds * 4))]
+        light_rate = 0.08 * fluid_capacity_rps(top, measured_step_model(first), 136, 40)
+        light = light[: max(30, int(light_rate * seconds))]
+        first = measure_request_work(
+            record.endpoint,
+            record.served_model_name,
+            tokenizer,
+            first,
+            engine,
+            rate_rps=light_rate,
+            lengths=light,
+        )
+        results["calibrations"][name].append(first.to_json_dict())
+        print(
+            f"cpu {name}: request work {first.request_work_s * 1e3:.2f} ms at {light_rate:.2f} req/s",
+            flush=True,
+        )
+        for mix, lengths in mixes.items():
+            mean_p = statistics.fmean(x for x, _ in lengths)
+            mean_o = statistics.fmean(y for _, y in lengths)
+            capacity = fluid_capacity_rps(
+                top, measured_step_model(replace(first, request_work_s=0.0)), mean_p, mean_o
+            )
+            for load in loads:
+                # Calibrate again right before the cell: other jobs on this machine change its speed
+                # from one minute to the next, so the prediction uses the engine as it runs now.
+                t0 = time.monotonic()
+                profile = calibrate(record, tokenizer, cell_config, name, results["machine"])
+                profile = replace(profile, request_work_s=first.request_work_s)
+                step_model = measured_step_model(profile)
+                rate = load * capacity
+                n = int(min(len(lengths), max(30, rate * seconds)))
+                times = arrival_times(n, rate, seed=11)
+                specs = [RequestSpec(i, times[i], lengths[i][0], lengths[i][1]) for i in range(n)]
+                predicted = simulate(
+                    specs, engine, step_model, discard_head=0, discard_tail=0, abort_backlog=n
+                )
+                # the same without the fitted per-request work: the engine's measured steps alone
+                steps_only = simulate(
+                    specs,
+                    engine,
+                    replace(step_model, request_work_s=0.0),
+                    discard_head=0,
+                    discard_tail=0,
+                    abort_backlog=n,
+                )
+                prompts = [builder.build(s.prompt_tokens) for s in specs]
+                load_before = os.getloadavg()[0]
+                state = EndpointState(record.endpoint, record.served_model_name)
+                measured = run_load(state, specs, prompts, RunOptions(show_progress=False)).report
+                cell = {
+                    "model": name,
+                    "mix": mix,
+                    "load": load,
+                    "rate_rps": rate,
+                    "capacity_rps": capacity,
+                    "requests": n,
+                    "mean_prompt": mean_p,
+                    "mean_output": mean_o,
+                    "load_average": (load_before + os.getloadavg()[0]) / 2,
+                    "calibration_s": time.monotonic() - t0,
+                    "failed": measured.failed,
+                    "measured_rps": measured.request_throughput_rps,
+                    "predicted_stable": predicted.stable,
+                    "fixed_s": profile.fixed_s,
+                    "request_work_s": profile.request_work_s,
+                    "per_seq_s": profile.per_seq_s,
+                    "fit_rms": profile.rms_relative_error,
+                }
+                for metric in ("ttft", "tpot"):
+                    for q in ("p50", "p99"):
+                        cell[f"pred_{metric}_{q}_s"] = getattr(getattr(predicted, metric), q)
+                        cell[f"steps_{metric}_{q}_s"] = getattr(getattr(steps_only, metric), q)
+                        cell[f"meas_{metric}_{q}_s"] = getattr(getattr(measured, metric), q)
+                results["cells"].append(cell)
+                results["calibrations"][name].append(profile.to_json_dict())
+                print(f"cpu {name} {mix} {load:.0%}: " + json.dumps(cell), flush=True)
+    finally:
+        teardown_local(record)
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def _ms(x: float | None) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x * 1e3:.1f}"
+
+
+def _pct(x: float, goal: float) -> str:
+    if not math.isfinite(x):
+        return "—"
+    text = f"{x:+.0%}"
+    return text if abs(x) <= goal else f"**{text}**"
+
+
+def _work(cpu: dict[str, Any]) -> dict[str, float]:
+    """The per-request work fitted for each model (its first calibration)."""
+    return {n: cals[0].get("request_work_s", 0.0) for n, cals in cpu.get("calibrations", {}).items() if cals}
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = [
+        "# Fidelity of the serving model",
+        "",
+        "Produced by `.venv/bin/python tests/benchmarks/bench_fidelity.py --part all` (tests/benchmarks/"
+        "bench_fidelity.py says how). Errors are (gpuplace − reference) / reference; **bold** marks a miss "
+        "of the goal. Every miss is reported as it is.",
+        "",
+    ]
+    aic = data.get("aic")
+    if aic:
+        lines += [
+            f"## Against NVIDIA AIConfigurator {aic['aic_version']} (vLLM backend, per-kernel tables measured on H100 SXM and A100-SXM4-80GB)",
+            "",
+            "Each replica serves `rate / replicas` with AIConfigurator's replica count for that TP degree. "
+            "AIC: its `estimate` (agg) at the concurrency that gives that rate. gpuplace: its simulation at that "
+            f"rate, p50 of {aic['requests']} requests, with Poisson arrivals and with evenly spaced arrivals (the "
+            "steady state AIC's static model describes; its mean running requests are shown beside AIC's "
+            "concurrency). Goal: p50 TTFT and TPOT within ±20% of AIC's.",
+            "",
+            "| model | GPU | ISL/OSL | rate | TP | replicas | AIC conc. | gp running | AIC TTFT ms | gp TTFT (Poisson) | err | gp TTFT (even) | err | AIC TPOT ms | gp TPOT (Poisson) | err | gp TPOT (even) | err |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        misses = dict.fromkeys(("tp", "tc", "pp", "pc"), 0)
+        total = dict.fromkeys(("tp", "tc", "pp", "pc"), 0)
+        for c in aic["cells"]:
+            if "aic_ttft_s" not in c or "gp_poisson_ttft_s" not in c:
+                note = c.get("aic_note") or c.get("gp_note") or ""
+                lines.append(
+                    f"| {c['model']} | {c['gpu']} | {c['isl']}/{c['osl']} | {c['rate']:g} | {c['tp']} | "
+                    f"{c.get('aic_replicas', '—')} | — | — | — | | — | | — | — | | — | | "
+                    + (f" ({note[:80]})" if note else "")
+                )
+                continue
+            errs = {
+                "tp": rel(c["gp_poisson_ttft_s"], c["aic_ttft_s"]),
+                "tc": rel(c.get("gp_const_ttft_s", math.nan), c["aic_ttft_s"]),
+                "pp": rel(c["gp_poisson_tpot_s"], c["aic_tpot_s"]),
+                "pc": rel(c.get("gp_const_tpot_s", math.nan), c["aic_tpot_s"]),
+            }
+            for key in errs:
+                if math.isfinite(errs[key]):
+                    total[key] += 1
+                    misses[key] += abs(errs[key]) > AIC_GOAL
+            lines.append(
+                f"| {c['model']} | {c['gpu']} | {c['isl']}/{c['osl']} | {c['rate']:g} | {c['tp']} | {c['aic_replicas']} | "
+                f"{c['aic_batch']:.1f} | {c.get('gp_const_running', math.nan):.1f} | {_ms(c['aic_ttft_s'])} | "
+                f"{_ms(c['gp_poisson_ttft_s'])} | {_pct(errs['tp'], AIC_GOAL)} | "
+                f"{_ms(c.get('gp_const_ttft_s'))} | {_pct(errs['tc'], AIC_GOAL)} | {_ms(c['aic_tpot_s'])} | "
+                f"{_ms(c['gp_poisson_tpot_s'])} | {_pct(errs['pp'], AIC_GOAL)} | {_ms(c.get('gp_const_tpot_s'))} | "
+                f"{_pct(errs['pc'], AIC_GOAL)} |"
+            )
+        names = {"tp": "TTFT, Poisson", "tc": "TTFT, even", "pp": "TPOT, Poisson", "pc": "TPOT, even"}
+        lines += [
+            "",
+            "Within ±20% of AIC's: "
+            + "; ".join(f"{names[k]} {total[k] - misses[k]} of {total[k]}" for k in names)
+            + ".",
+            "",
+            "Reading the misses: at light load gpuplace's TTFT is below AIC's because AIC multiplies its "
+            "prefill time by a queueing factor, 1 + log2(concurrency)/8, fitted to its silicon corpus "
+            "(`_ttft_queuing_factor` in its vLLM backend), where gpuplace simulates the queue; with evenly "
+            "spaced arrivals there is almost no queue, so that column is lower still. Where gpuplace's TPOT is "
+            "below AIC's at high rates, its simulated replica runs fewer requests at once for the same rate "
+            "(compare the two concurrency columns): AIC's static model holds every step at its concurrency. "
+            "`nan`: AIC's `estimate` never reaches the per-replica rate its own `recommend` chose.",
+            "",
+            "### GPU count against AIConfigurator's recommendation",
+            "",
+            "SLO TTFT ≤ 2 s and TPOT ≤ 50 ms. AIC applies it to its own estimates; gpuplace's planner applies it "
+            "at p99 of the simulated requests (and, for reference, at p50). Goal: gpuplace's total within ±1 "
+            "replica (of AIC's chosen shape) of AIC's.",
+            "",
+            "| model | GPU | ISL/OSL | rate | AIC | gpuplace (p99 SLO) | within ±1 replica | gpuplace (p50 SLO) |",
+            "|---|---|---|---:|---|---|---|---|",
+        ]
+        for c in aic["counts"]:
+            aic_txt = f"{c['aic_gpus']} ({c['aic_replicas']}× TP{c['aic_tp']})" if "aic_gpus" in c else "—"
+            gp = (
+                f"{c['gp_p99_gpus']} ({c['gp_p99_replicas']}× TP{c['gp_p99_tp']})"
+                if "gp_p99_gpus" in c
+                else "none"
+            )
+            gp50 = (
+                f"{c['gp_p50_gpus']} ({c['gp_p50_replicas']}× TP{c['gp_p50_tp']})"
+                if "gp_p50_gpus" in c
+                else "none"
+            )
+            ok = "—"
+            if "aic_gpus" in c and "gp_p99_gpus" in c:
+                ok = "yes" if abs(c["gp_p99_gpus"] - c["aic_gpus"]) <= c["aic_tp"] else "**no**"
+            lines.append(
+                f"| {c['model']} | {c['gpu']} | {c['isl']}/{c['osl']} | {c['rate']:g} | {aic_txt} | {gp} | {ok} | {gp50} |"
+            )
+        lines.append("")
+    cpu = data.get("cpu")
+    if cpu:
+        lines += [
+            "## Closed loop on this CPU: predicted against measured on the same device",
+            "",
+            f"Machine: {cpu['machine']}, 2 cores shared with other jobs (the load average during each cell is "
+            "shown). The local target is `transformers serve --continuous-batching` (one torch thread); right "
+            "before each cell its step time was measured against tokens per step on the same server "
+            "(`gpuplace.profiling.engine_steps`; the fitted fixed step time and the fit's relative RMS error are "
+            "shown), the serving model predicted the capacity and simulated exactly the requests the load "
+            "tester then sent (Poisson arrivals at 25/50/80% of that capacity). Predictions from the measured "
+            "steps alone; a per-request server work term fitted to a light open-loop run (uniform 16–256 / "
+            "16–64 tokens at 8% of capacity) is reported below the table. Goals: |error| ≤ 15% at p50, ≤ 25% "
+            "at p99.",
+            "",
+            "| model | lengths (mean) | load | rate req/s | meas. req/s | load avg | fixed ms (fit err) | TTFT p50 pred/meas ms | err | TTFT p99 pred/meas | err | TPOT p50 pred/meas | err | TPOT p99 pred/meas | err |",
+            "|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---|---:|---|---:|",
+        ]
+        counts = {}
+        for variant in ("steps", "pred"):
+            misses = total = 0
+            for c in cpu["cells"]:
+                for metric in ("ttft", "tpot"):
+                    for q, goal in (("p50", P50_GOAL), ("p99", P99_GOAL)):
+                        if f"{variant}_{metric}_{q}_s" in c:
+                            err = rel(c[f"{variant}_{metric}_{q}_s"], c[f"meas_{metric}_{q}_s"])
+                            total += 1
+                            misses += not (math.isfinite(err) and abs(err) <= goal)
+            counts[variant] = (total - misses, total)
+        for c in cpu["cells"]:
+            row = (
+                f"| {c['model']} | {c['mix']} ({c['mean_prompt']:.0f}/{c['mean_output']:.0f}) | {c['load']:.0%} | "
+                f"{c['rate_rps']:.2f} | {c['measured_rps']:.2f} | {c['load_average']:.1f} | "
+                f"{c['fixed_s'] * 1e3:.1f} ({c['fit_rms']:.0%}) |"
+            )
+            for metric in ("ttft", "tpot"):
+                for q, goal in (("p50", P50_GOAL), ("p99", P99_GOAL)):
+                    pred, meas = c.get(f"steps_{metric}_{q}_s", math.nan), c[f"meas_{metric}_{q}_s"]
+                    row += f" {_ms(pred)} / {_ms(meas)} | {_pct(rel(pred, meas), goal)} |"
+            lines.append(row)
+        lines += [
+            "",
+            f"Measured steps alone (the table): {counts['steps'][0]} of {counts['steps'][1]} figures within "
+            f"their goal. With the fitted per-request work added: {counts['pred'][0]} of {counts['pred'][1]} "
+            "(the fit is ill-conditioned at light load, where a request rarely shares steps, and lands at "
+            f"{', '.join(f'{n} {w * 1e3:.0f} ms' for n, w in _work(cpu).items())}; it is reported, not used).",
+            "",
+        ]
+        lines += [
+            "Reading the misses: the measured steps alone predict the server faster than it is, most at p99. "
+            "The step model is measured with streams that decode together and with single prefills; under "
+            "Poisson arrivals the server also parses, tokenises and finishes requests in its step loop's "
+            "process (one interpreter lock) and the load tester shares the two cores, which those "
+            "measurements do not show; and other jobs on the machine add stalls that no step model has, "
+            "which is where the p99 misses come from.",
+            "",
+        ]
+        for name, error in cpu.get("errors", {}).items():
+            lines += [f"- {name}: not measured: {error}", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--part", choices=("aic", "cpu", "all"), default="all")
+    parser.add_argument(
+        "--requests", type=int, default=2000, help="simulated requests per AIC-grid prediction"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=60.0, help="target length of each CPU load-test cell"
+    )
+    parser.add_argument("--loads", default="0.25,0.5,0.8")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "fidelity.json"
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    if args.part in ("aic", "all"):
+        data["aic"] = run_aic(args.requests)
+        path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    if args.part in ("cpu", "all"):
+        data["cpu"] = run_cpu(tuple(float(x) for x in args.loads.split(",")), args.seconds)
+        path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    (OUT / "fidelity.md").write_text(markdown(data))
+    print((OUT / "fidelity.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The engine step-time measurement against a real `transformers serve --continuous-batching` (tiny, CPU).
+
+One short measurement: it starts the server with the engine parameters it is given, measures decode
+windows and prefills through the load tester, fits the step model and stops the server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuplace.catalog import model_arch_from_config, resolve_model
+from gpuplace.deploy.calibrate import profile_local_engine
+from gpuplace.planner.engine import transformers_engine_params
+from gpuplace.planner.steptime import measured_step_model
+from gpuplace.profiling.engine_steps import EngineStepConfig
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path) -> None:
+    arch = model_arch_from_config("tiny", resolve_model("tiny").config)
+    engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=64)
+    config = EngineStepConfig(
+        decode_batches=(1, 4), decode_output_tokens=16, prefill_tokens=(16, 64, 256), repeats=1
+    )
+
+    profile = profile_local_engine("tiny", workdir=tmp_path, config=config, engine=engine)
+
+    # two decode windows, and per prefill length one TTFT and one decode-gap sample
+    assert len(profile.samples) == 2 + 2 * 3
+    assert sum(s.first_token for s in profile.samples) == 3
+    assert profile.device_kind == "cpu" and "--cb-num-blocks 64" in profile.engine
+    assert profile.fixed_s > 0  # an engine step is never free
+    model = measured_step_model(profile)
+    assert model.step_s(4, 4, 4, 100) > model.step_s(1, 1, 1, 25) > 0

@@ -1,0 +1,299 @@
+"""The step-time model, the efficiency data file, engine defaults and the calibration rules."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
+from gpuplace.catalog.efficiency import EFFICIENCY_COLUMNS, QUANTITIES, load_efficiency_table
+from gpuplace.catalog.gpus import DATA_DIR
+from gpuplace.errors import InvalidInput
+from gpuplace.planner import calibrate
+from gpuplace.planner.engine import kv_cache_blocks, transformers_engine_params, vllm_engine_params
+from gpuplace.planner.engine_sim import simulate
+from gpuplace.planner.latency import DEFAULT_MBU, DEFAULT_MFU, Shape
+from gpuplace.planner.steptime import (
+    activation_bytes_per_token,
+    causal_pairs,
+    choose_efficiencies,
+    gemm_kernels,
+    kv_bytes_per_token_per_gpu,
+    measured_step_model,
+    roofline_step_model,
+)
+from gpuplace.types import DeviceInfo
+from gpuplace.types.engine import Efficiencies, EngineStepProfile
+from gpuplace.workload import RequestSpec
+
+CATALOG = load_gpu_catalog()
+TABLE = load_efficiency_table()
+LLAMA8B = model_arch_from_config("llama-3.1-8b", resolve_model("llama-3.1-8b").config)
+LLAMA70B = model_arch_from_config("llama-3.1-70b", resolve_model("llama-3.1-70b").config)
+H100 = CATALOG.get("H100-SXM5-80GB")
+A100 = CATALOG.get("A100-SXM4-80GB")
+UNIT = Efficiencies(mbu=1.0, mfu=1.0, attention_mfu=1.0)
+
+# --- the efficiency data file -------------------------------------------------------------------
+
+
+def test_efficiency_file_schema_every_value_sourced_and_in_range() -> None:
+    path = DATA_DIR / "efficiency.csv"
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames or ()) == EFFICIENCY_COLUMNS
+        rows = list(reader)
+    assert rows
+    for row in rows:
+        assert row["quantity"] in QUANTITIES, row
+        lo, hi = QUANTITIES[row["quantity"]]
+        value = float(row["value"])
+        assert lo <= value <= hi, row
+        if hi == 1.0:  # a fraction of a peak: positive
+            assert value > 0, row
+        assert len(row["source"]) > 20, row  # a real citation, not a placeholder
+    # every quantity has a default, so every GPU of the catalog gets a full set
+    assert {r["quantity"] for r in rows if r["gpu_class"] == "default"} == set(QUANTITIES)
+    for spec in CATALOG:
+        eff = TABLE.for_gpu(spec, LLAMA8B)
+        assert 0 < eff.mbu <= 1 and 0 < eff.mfu <= 1
+        assert set(eff.sources) >= {"mbu", "mfu", "attention_mfu", "link_efficiency"}
+
+
+def test_lookup_prefers_the_gpu_row_then_its_architecture_then_default() -> None:
+    h100_mbu, cls = TABLE.lookup(H100, "mbu")
+    assert cls == "H100-SXM5-80GB" and h100_mbu.value == pytest.approx(0.87)
+    assert TABLE.lookup(CATALOG.get("H100-PCIE-80GB"), "mbu")[1] == "hopper"
+    assert TABLE.lookup(CATALOG.get("V100-SXM2-16GB"), "mbu")[1] == "default"
+
+
+def test_per_layer_overheads_scale_with_the_models_depth() -> None:
+    e8, e70 = TABLE.for_gpu(H100, LLAMA8B), TABLE.for_gpu(H100, LLAMA70B)
+    assert e70.request_overhead_s / e8.request_overhead_s == pytest.approx(80 / 32)
+    assert e8.request_overhead_s == pytest.approx(32 * 0.0008)
+
+
+def _write(path: Path, rows: list[tuple[str, str, str, str]]) -> Path:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(EFFICIENCY_COLUMNS)
+        w.writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("row", "match"),
+    [
+        (("default", "mbu", "1.4", "a paper"), "outside"),
+        (("default", "mbu", "x", "a paper"), "not a number"),
+        (("default", "speed", "0.5", "a paper"), "unknown quantity"),
+        (("default", "mbu", "0.5", ""), "source"),
+    ],
+)
+def test_a_bad_efficiency_row_is_refused_with_its_line(
+    tmp_path: Path, row: tuple[str, ...], match: str
+) -> None:
+    good = [
+        ("default", q, "0.5" if hi == 1.0 else "0.0", "a paper, table 2") for q, (_, hi) in QUANTITIES.items()
+    ]
+    path = _write(tmp_path / "e.csv", [*good[1:], row])  # type: ignore[list-item]
+    with pytest.raises(InvalidInput, match=match) as e:
+        load_efficiency_table(path)
+    assert "e.csv" in e.value.field
+
+
+def test_a_file_without_defaults_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path / "e.csv", [("hopper", "mbu", "0.8", "a paper, table 2")])
+    with pytest.raises(InvalidInput, match="default"):
+        load_efficiency_table(path)
+
+
+# --- the step-time model ------------------------------------------------------------------------
+
+
+def test_decode_of_one_sequence_is_the_weight_read_at_unit_efficiency() -> None:
+    model = roofline_step_model(LLAMA8B, Shape(H100), UNIT)
+    weights = LLAMA8B.decode_weight_params * 2 / 3350e9
+    kv = 1000 * LLAMA8B.kv_bytes_per_token(2) / 3350e9
+    # per layer: 2 add-RMSNorms (8·4096), rotary on q and k (2·(4096 + 1024)), SiLU-and-mul (3·14336)
+    elementwise = 32 * (8 * 4096 + 2 * (4096 + 1024) + 3 * 14336) * 2 / 3350e9
+
+    assert activation_bytes_per_token(LLAMA8B, 1) == 32 * 86016 * 2
+    assert model.weights_s == pytest.approx(weights)
+    assert model.step_s(1, 1, 1, decode_context=1000) == pytest.approx(weights + kv + elementwise)
+
+
+def test_every_gemm_kernel_adds_its_fixed_latency_to_the_weight_read() -> None:
+    with_latency = replace(UNIT, gemm_latency_s=4e-6)
+    model = roofline_step_model(LLAMA8B, Shape(H100, tp=8, link="nvlink"), with_latency)
+
+    assert gemm_kernels(LLAMA8B) == 4 * 32 + 1
+    assert model.weights_s == pytest.approx(LLAMA8B.decode_weight_params * 2 / 8 / 3350e9 + 129 * 4e-6)
+
+
+def test_prefill_is_compute_bound_and_counts_causal_attention() -> None:
+    model = roofline_step_model(LLAMA8B, Shape(H100), UNIT)
+    c = 4096
+    head = LLAMA8B.vocab_size * LLAMA8B.hidden_size
+    body = LLAMA8B.num_params - LLAMA8B.embedding_params - head
+    gemm = (2 * body * c + 2 * head) / 989e12
+    attention = 4 * 32 * 32 * 128 * causal_pairs(0, c) / 989e12
+
+    elementwise = c * activation_bytes_per_token(LLAMA8B, 1) / 3350e9
+
+    assert gemm > model.weights_s  # compute-bound at 4096 tokens
+    assert model.prefill_s(c) == pytest.approx(gemm + attention + elementwise)
+    assert causal_pairs(0, 3) == 6 and causal_pairs(2, 2) == 7
+
+
+def test_tensor_parallel_splits_work_and_adds_all_reduces_by_link() -> None:
+    eff = TABLE.for_gpu(H100, LLAMA8B)
+    tp1 = roofline_step_model(LLAMA8B, Shape(H100), eff)
+    nvlink = roofline_step_model(LLAMA8B, Shape(H100, tp=2, link="nvlink"), eff)
+    numa = roofline_step_model(LLAMA8B, Shape(H100, tp=2, link="numa"), eff)
+
+    launches = gemm_kernels(LLAMA8B) * eff.gemm_latency_s  # the same kernels on each GPU
+    assert nvlink.weights_s - launches == pytest.approx((tp1.weights_s - launches) / 2)
+    assert nvlink.comm_s_per_step == pytest.approx(2 * 32 * 8e-6)  # two all-reduces per layer
+    assert tp1.comm_s_per_step == 0
+    assert numa.step_s(64, 64, 64) > nvlink.step_s(64, 64, 64)
+    # 8 KV heads: per-GPU KV bytes halve up to TP 8, then stay (heads replicated)
+    assert kv_bytes_per_token_per_gpu(LLAMA8B, 8) == LLAMA8B.kv_bytes_per_token(2) // 8
+    assert kv_bytes_per_token_per_gpu(LLAMA8B, 16) == kv_bytes_per_token_per_gpu(LLAMA8B, 8)
+
+
+def test_a_slower_gpu_or_a_mig_slice_takes_longer() -> None:
+    eff = TABLE.for_gpu(A100, LLAMA8B)
+    whole = roofline_step_model(LLAMA8B, Shape(A100), eff)
+    mig = roofline_step_model(LLAMA8B, Shape(A100, bandwidth_share=4 / 8, compute_share=3 / 7), eff)
+    h100 = roofline_step_model(LLAMA8B, Shape(H100), TABLE.for_gpu(H100, LLAMA8B))
+
+    for tokens in (1, 64, 2048):
+        assert mig.step_s(tokens, 1, 1) > whole.step_s(tokens, 1, 1) > h100.step_s(tokens, 1, 1)
+
+
+def test_measured_step_model_is_the_fitted_line() -> None:
+    prof = EngineStepProfile("e", "cpu", "x86", "tiny", 0.004, 2e-5, 2e-4, 1e-7, 1e-9, 0.006)
+    model = measured_step_model(prof)
+
+    assert model.step_s(8, 8, 8, 300, 0) == pytest.approx(prof.predict_s(8, 8, 300))
+    assert model.request_overhead_s == 0.006
+
+
+# --- which efficiencies: profile or defaults ------------------------------------------------------
+
+
+def _profile(kind: str, gpu: str, mbu: float, mfu: float):  # type: ignore[no-untyped-def]
+    from tests.unit.test_planner import synthetic_profile
+
+    p = synthetic_profile()
+    device = DeviceInfo(kind=kind, name="a device", catalog_gpu=gpu)
+    results = tuple(replace(r, mbu=mbu, mfu=mfu) for r in p.results)
+    return replace(p, device=device, results=results)
+
+
+def test_a_profile_calibrates_only_the_same_gpu_model() -> None:
+    same = _profile("cuda", "H100-SXM5-80GB", 0.62, 0.55)
+    eff, notes = choose_efficiencies(LLAMA8B, Shape(H100), TABLE, same)
+    assert (eff.mbu, eff.mfu) == pytest.approx((0.62, 0.55))
+    assert "profile" in eff.sources["mbu"]
+
+    other, notes = choose_efficiencies(LLAMA8B, Shape(A100), TABLE, same)
+    assert other == TABLE.for_gpu(A100, LLAMA8B)
+    assert "does not calibrate" in notes[0]
+
+
+def test_a_cpu_profile_never_calibrates_a_gpu() -> None:
+    cpu = _profile("cpu", "", 1.43, 0.13)  # the figures that once priced every H100 step
+    eff, notes = choose_efficiencies(LLAMA8B, Shape(H100), TABLE, cpu)
+    assert eff == TABLE.for_gpu(H100, LLAMA8B)
+    assert "CPU" in notes[0]
+
+    cal = calibrate(cpu)
+    assert (cal.mbu, cal.mfu) == (DEFAULT_MBU, DEFAULT_MFU)
+    assert "does not calibrate" in cal.notes[0]
+
+
+def test_calibration_refuses_an_mbu_above_one_instead_of_clamping() -> None:
+    bad = _profile("cuda", "H100-SXM5-80GB", 1.43, 0.5)
+    with pytest.raises(InvalidInput, match="above 1") as e:
+        calibrate(bad)
+    assert e.value.field == "profile.mbu"
+    with pytest.raises(InvalidInput, match="above 1"):
+        choose_efficiencies(LLAMA8B, Shape(H100), TABLE, bad)
+    with pytest.raises(InvalidInput, match="MFU"):
+        calibrate(_profile("cuda", "H100-SXM5-80GB", 0.7, 1.2))
+
+
+# --- engine defaults and KV capacity ------------------------------------------------------------
+
+
+def test_vllm_batch_defaults_follow_the_device_memory_and_the_a100_exception() -> None:
+    h100 = vllm_engine_params(LLAMA8B, H100)
+    a100 = vllm_engine_params(LLAMA8B, A100)
+    l4 = vllm_engine_params(LLAMA8B, CATALOG.get("L4-24GB"))
+
+    assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
+    assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
+    assert (l4.max_num_batched_tokens, l4.max_num_seqs) == (2048, 256)
+    assert h100.block_size == 16 and h100.gpu_memory_utilization == 0.9 and h100.enable_chunked_prefill
+    assert all(h100.sources.get(f) for f in ("max_num_seqs", "block_size", "num_gpu_blocks", "max_model_len"))
+
+
+def test_kv_capacity_is_the_memory_left_after_weights_activations_and_reserve() -> None:
+    budget = kv_cache_blocks(
+        LLAMA8B,
+        79.6,
+        1,
+        gpu_memory_utilization=0.9,
+        block_size=16,
+        max_num_batched_tokens=8192,
+        max_num_seqs=1024,
+    )
+    gib = 2**30
+    weights = LLAMA8B.num_params * 2
+    activations = 8192 * (2 * 14336 + 4 * 4096) * 2 + 1024 * 128256 * 4
+    kv = 79.6 * gib * 0.9 - weights - activations - 1.0 * gib
+    per_block = 16 * 2 * 32 * 8 * 128 * 2
+
+    assert budget.blocks == int(kv // per_block)
+    assert vllm_engine_params(LLAMA8B, H100).num_gpu_blocks == budget.blocks
+    # about 440k tokens of KV cache on one H100 for Llama-3.1-8B, what vLLM logs for it
+    assert 400_000 < budget.blocks * 16 < 480_000
+
+
+def test_max_model_len_is_lowered_to_what_the_cache_holds() -> None:
+    tp2 = vllm_engine_params(LLAMA70B, H100, 2)
+    assert 0 < tp2.kv_capacity_tokens < LLAMA70B.max_position_embeddings
+    assert tp2.max_model_len <= tp2.kv_capacity_tokens
+    assert "lowered" in tp2.sources["max_model_len"]
+    assert vllm_engine_params(LLAMA8B, H100).max_model_len == LLAMA8B.max_position_embeddings
+
+
+def test_weights_that_do_not_fit_are_refused() -> None:
+    with pytest.raises(InvalidInput, match="num_gpu_blocks"):
+        vllm_engine_params(LLAMA70B, H100, 1)
+
+
+def test_transformers_defaults_on_a_cpu() -> None:
+    tiny = model_arch_from_config("tiny", resolve_model("tiny").config)
+    eng = transformers_engine_params(tiny, memory_gib=10.0)
+
+    assert eng.block_size == 256 and eng.max_num_batched_tokens == 8192 and eng.max_num_seqs == 1024
+    assert transformers_engine_params(tiny, 10.0, num_blocks=40).num_gpu_blocks == 40
+
+
+def test_a_roofline_replica_serves_one_request_at_its_zero_load_latency() -> None:
+    eff = TABLE.for_gpu(H100, LLAMA8B)
+    model = roofline_step_model(LLAMA8B, Shape(H100), eff)
+    eng = vllm_engine_params(LLAMA8B, H100)
+
+    result = simulate([RequestSpec(0, 0.0, 1024, 128)], eng, model, discard_head=0, discard_tail=0)
+
+    assert result.ttft.p50 == pytest.approx(eff.request_overhead_s + model.prefill_s(1024))
+    # decode steps of one sequence at context 1025..1151
+    expected = sum(model.step_s(1, 1, 1, 1024 + g) for g in range(1, 128)) / 127
+    assert result.tpot.p50 == pytest.approx(expected)
