@@ -79,7 +79,8 @@ def _runs(uri: str) -> list:  # type: ignore[type-arg]
 
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("gpuplace")
-    assert experiment is not None
+    if experiment is None:  # no run logged to this server yet
+        return []
     return list(client.search_runs([experiment.experiment_id], max_results=500))
 
 

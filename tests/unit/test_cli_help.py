@@ -62,6 +62,23 @@ def test_task_console_prints_one_line_per_task_and_progress_and_logs_everything(
     assert '"inputs"' in (tmp_path / "runner.log").read_text()
 
 
+def test_task_console_keeps_the_exception_a_failing_task_raised(tmp_path: Path) -> None:
+    """The main job's failure names what the task raised, not only that it failed (CI shows no log)."""
+    with (tmp_path / "runner.log").open("w") as log:
+        console = TaskConsole(log, io.StringIO())
+        console.write("    Traceback (most recent call last):\n")
+        console.write('      File "/x/executor.py", line 453, in execute\n')
+        console.write("        result = self.func(**func_kwargs)\n")
+        console.write(
+            "    gpuplace.profiling.hardware.MeasurementDisturbed: memory bandwidth probe on cpu: ...\n"
+        )
+        console.write('    {\n      "note": "later chatter"\n    }\n')
+    assert (
+        console.last_error
+        == "gpuplace.profiling.hardware.MeasurementDisturbed: memory bandwidth probe on cpu: ..."
+    )
+
+
 def test_quiet_console_sends_warnings_to_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import warnings
 

@@ -84,10 +84,23 @@ def test_a_fraction_still_above_one_fails_naming_the_point_and_the_fix() -> None
 
 
 def test_a_disturbed_bandwidth_probe_is_retried_then_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    times = cycle([0.01, 0.02])  # every round disagrees with the next by 2x
+    times = cycle([0.01, 0.02, 0.04, 0.08, 0.16])  # no two rounds of an attempt agree
     monkeypatch.setattr(hardware, "_best_read_s", lambda src, device, repeats: next(times))
-    monkeypatch.setattr(hardware.time, "sleep", lambda s: None)
-    with pytest.raises(MeasurementDisturbed, match="more than 25% apart, in each of 3 attempts"):
+    pauses: list[float] = []
+    monkeypatch.setattr(hardware.time, "sleep", pauses.append)
+    with pytest.raises(MeasurementDisturbed, match="two best more than 15% apart, in each of 4 attempts"):
+        measure_read_bandwidth_gbps(torch.device("cpu"), size_mib=1)
+    assert pauses == [0.5, 1.0, 2.0]  # the pause doubles between attempts
+
+    # one disturbed round among steady ones: the best round is the ceiling, confirmed by the second
+    bursty = cycle([0.01, 0.03, 0.0105, 0.03, 0.03])
+    monkeypatch.setattr(hardware, "_best_read_s", lambda src, device, repeats: next(bursty))
+    assert measure_read_bandwidth_gbps(torch.device("cpu"), size_mib=1) == pytest.approx(2**20 / 0.01 / 1e9)
+
+    # a lone fast round is not trusted: the two best must agree
+    lone = cycle([0.01, 0.03, 0.03, 0.05, 0.05])
+    monkeypatch.setattr(hardware, "_best_read_s", lambda src, device, repeats: next(lone))
+    with pytest.raises(MeasurementDisturbed):
         measure_read_bandwidth_gbps(torch.device("cpu"), size_mib=1)
 
     steady = cycle([0.01, 0.0105])

@@ -22,6 +22,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _STARTED = re.compile(r"Executing task '([^']+)'")
 _FINISHED = re.compile(r"Task '([^']+)' finished with status (\w+)")
 _PROGRESS = re.compile(r": \d+/\d+ \[\d+:\d\d:\d\d elapsed, ETA ")
+_RAISED = re.compile(r"^\s*([A-Za-z_][\w.]*): (.+)$")  # a traceback's last line: "pkg.SomeError: message"
 
 
 class TaskConsole(io.TextIOBase):
@@ -32,7 +33,9 @@ class TaskConsole(io.TextIOBase):
         self.out = out
         self.started: dict[str, float] = {}
         self.finished: dict[str, str] = {}
+        self.last_error = ""  # the exception line of the last traceback a task printed
         self._partial = ""
+        self._in_traceback = False
 
     def writable(self) -> bool:
         return True
@@ -50,6 +53,10 @@ class TaskConsole(io.TextIOBase):
         self.out.flush()
 
     def _event(self, line: str) -> None:
+        if "Traceback (most recent call last):" in line:
+            self._in_traceback = True
+        elif self._in_traceback and (m := _RAISED.match(line)) and not line.strip().startswith("File "):
+            self.last_error, self._in_traceback = f"{m[1]}: {m[2]}", False
         if m := _STARTED.search(line):
             self.started[m[1]] = time.monotonic()
             self.out.write(f"  {m[1]:<28} started\n")

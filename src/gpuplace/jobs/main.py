@@ -160,14 +160,16 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     )
     log = run_dir / "runner.log"
     cwd = Path.cwd()
+    console = None
     os.chdir(run_dir)  # the local runner and the local MLflow store write relative paths
     try:
-        with quiet_console(log, verbose=config.verbose):
+        with quiet_console(log, verbose=config.verbose) as console:
             pipeline(**arguments)
     except RuntimeError as e:  # kfp.local's "Task ... finished with status FAILURE"
         outputs = next((run_dir / "kfp").iterdir(), None)
+        said = f" It raised {console.last_error}." if console is not None and console.last_error else ""
         raise PipelineFailed(
-            f"{_ANSI.sub('', str(e))}; the tasks' own output is in {log}; "
+            f"{_ANSI.sub('', str(e))}{said} The tasks' own output is in {log}; "
             f"what they wrote is kept in {run_dir}",
             partial=format_partial(outputs) if outputs is not None else "",
         ) from e
