@@ -10,13 +10,12 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from test_planner import PROFILE, SLO, synthetic_profile
+from test_planner import PROFILE, SLO, plan_placement, request, synthetic_profile
 
 from gpuplace.catalog import load_gpu_catalog
 from gpuplace.inventory import load_inventory, parse_fleet
 from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments
 from gpuplace.plandir import to_yaml
-from gpuplace.planner import PlanRequest, plan_placement
 from gpuplace.types import Inventory
 from gpuplace.types.plan import PlacementPlan, Slo
 
@@ -27,10 +26,12 @@ K8S_VERSION = "1.34.0"
 SMALL = synthetic_profile("llama-100m", decode_ms=0.5, prefill_ms=2.0)
 
 
-def plan_for(inv: Inventory, kinds: tuple[str, ...], slo: Slo = SLO) -> PlacementPlan:
+def plan_for(
+    inv: Inventory, kinds: tuple[str, ...], slo: Slo = SLO, gpus: tuple[str, ...] = ()
+) -> PlacementPlan:
     """Whole GPUs for llama-3.1-8b; MIG slices and shared GPUs for a 100M model that fits them."""
     profile = PROFILE if kinds == ("whole",) else SMALL
-    return plan_placement(profile, inv, CATALOG, PlanRequest(profile.model.name, slo, kinds=kinds))
+    return plan_placement(profile, inv, CATALOG, request(profile.model.name, slo, kinds=kinds, gpus=gpus))
 
 
 MIXED = load_inventory("mixed-a100-h100-l4")
