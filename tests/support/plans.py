@@ -57,6 +57,7 @@ def sample_plan(
         gpus_per_replica=gpus,
         tensor_parallel=gpus,
         replicas=len(nodes),
+        engine_params=engine,
     )
     return PlacementPlan(
         plan_id=plan_id,

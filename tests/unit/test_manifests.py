@@ -183,3 +183,20 @@ def test_shared_gpu_limits_vllm_memory_share() -> None:
         "containers"
     ][0]["args"]
     assert args[args.index("--gpu-memory-utilization") + 1] == "0.45"
+
+
+def test_a_deployment_record_holding_the_plans_engine_parameters_round_trips() -> None:
+    """The serving spec the paths ran (with the engine parameters and where each came from) is written
+    into deployment.json: a record holding it serialises and reads back equal."""
+    from gpuplace.manifests import serving_spec
+    from gpuplace.types import DeploymentRecord
+
+    inv = load_inventory("h100-nvlink")
+    plan = plan_for(inv, ("whole",))
+    spec = serving_spec(plan, inv, ServingOptions())
+    assert spec.engine_params is not None and spec.engine_params.sources
+    record = DeploymentRecord("kubernetes", "d", "ns", "http://x", plan.model, True, (), serving=spec)
+    data = json.loads(json.dumps(record.to_json_dict()))
+    assert DeploymentRecord.from_json_dict(data).serving == spec
+    with pytest.raises(TypeError, match="read-only"):
+        spec.engine_params.sources["max_num_seqs"] = "changed"  # type: ignore[index]

@@ -278,7 +278,11 @@ def test_infeasible_request_lists_every_shape_the_closest_miss_and_a_fix() -> No
         )
     text = str(err.value)
     assert "closest:" in text and "To fix:" in text and "relax the SLO" in text
-    assert err.value.closest is not None
+    closest = err.value.closest
+    assert closest is not None and closest.prediction is not None
+    # it names the closest shape and by how much it misses (its worst predicted/target ratio − 1)
+    assert f"closest: {closest.label}, which misses it by {closest.miss - 1:.0%}" in text
+    assert closest.miss == pytest.approx(closest.prediction.tpot_p99_s / 0.001)
     assert len(err.value.rejected) >= 4 and all(c.reason for c in err.value.rejected)
 
 
@@ -292,6 +296,34 @@ def test_memory_rejects_a_model_that_does_not_fit() -> None:
             request("llama-3.1-70b", SLO, gpus=("L4-24GB",)),
         )
     assert any("GiB" in c.reason for c in err.value.rejected)
+
+
+def test_weights_that_fit_no_gpu_even_at_the_largest_tp_say_so() -> None:
+    """70B in bf16 (131 GiB) on a fleet of L4s whose nodes hold at most 2 free: every shape offered
+    rejects the weights, and the error says so once, with the largest TP tried and what to do."""
+    with pytest.raises(NoFeasiblePlacement) as err:
+        plan_placement(
+            None,
+            load_inventory("mixed-a100-h100-l4"),
+            CATALOG,
+            request("llama-3.1-70b", SLO, gpus=("L4-24GB",)),
+        )
+    text = str(err.value)
+    assert "The weights of llama-3.1-70b (131 GiB in bf16) fit no GPU shape of this fleet" in text
+    assert "even at its largest tensor-parallel degree (TP=2)" in text
+    assert "use GPUs with more memory" in text
+    assert "closest:" not in text  # no shape was predicted, so no latency is offered as the closest
+
+
+def test_weights_that_fit_some_shape_are_not_said_to_fit_nowhere() -> None:
+    with pytest.raises(NoFeasiblePlacement) as err:
+        plan_placement(
+            None,
+            load_inventory("h100-nvlink"),
+            CATALOG,
+            request("llama-3.1-70b", Slo(tpot_p99_s=0.001, ttft_p99_s=2.0, rate_rps=5.0)),
+        )
+    assert "fit no GPU shape" not in str(err.value)
 
 
 def test_profile_of_another_model_is_an_input_error() -> None:

@@ -329,9 +329,11 @@ class NoFeasiblePlacement(GpuplaceError):
         head = f"no GPU shape meets {slo.describe()}"
         if self.closest is not None and self.closest.prediction is not None:
             p = self.closest.prediction
+            # miss is the worst predicted/target ratio, so "by how much" is its excess over 1
             head += (
-                f"; closest: {self.closest.label} at p99 TPOT {p.tpot_p99_s * 1000:.1f} ms, "
-                f"p99 TTFT {p.ttft_p99_s * 1000:.0f} ms ({self.closest.reason})"
+                f"; closest: {self.closest.label}, which misses it by {self.closest.miss - 1:.0%}, at "
+                f"p99 TPOT {p.tpot_p99_s * 1000:.1f} ms, p99 TTFT {p.ttft_p99_s * 1000:.0f} ms "
+                f"({self.closest.reason})"
             )
         lines = [head + "."]
         lines += [f"  - {c.label}: {c.reason}" for c in rejected]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from types import MappingProxyType
 from typing import Any
 
 from gpuplace.errors import InvalidInput
@@ -34,9 +33,28 @@ ENGINE_FIELDS: tuple[str, ...] = (
 )
 
 
+class _Sources(dict[str, str]):
+    """A read-only field → source mapping. A dict (not a ``MappingProxyType``), so that
+    ``dataclasses.asdict`` and ``copy.deepcopy`` of a record holding the engine parameters (a
+    ``DeploymentRecord``'s serving spec) work; every mutator refuses."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("engine parameter sources are read-only")
+
+    __setitem__ = __delitem__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, str]]]:
+        return type(self), (dict(self),)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> _Sources:
+        return self  # immutable
+
+
 def frozen_sources(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
-    """A read-only copy of a field → source mapping (so the value types stay hashable and frozen)."""
-    return MappingProxyType(dict(mapping or {}))
+    """A read-only copy of a field → source mapping, so the frozen value types stay frozen."""
+    return _Sources(mapping or {})
 
 
 def _positive_int(name: str, value: object) -> None:
