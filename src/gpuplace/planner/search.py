@@ -184,10 +184,6 @@ def plan_placement(
     load_efficiency_table`, loaded once by the caller); ``profile``, when given, calibrates the
     efficiencies of its own GPU model only (a CPU profile calibrates none).
     """
-    if arch.name != request.model:
-        raise InvalidInput(
-            "model", request.model, f"the model architecture given is {arch.name!r}", "Plan one model"
-        )
     if profile is not None:
         if profile.model.name != request.model:
             raise InvalidInput(
@@ -200,6 +196,10 @@ def plan_placement(
             raise InvalidInput(
                 "profile", profile.model.name, "has no successful sweep point", "Re-run the profile"
             )
+    if arch.name != request.model:
+        raise InvalidInput(
+            "model", request.model, f"the model architecture given is {arch.name!r}", "Plan one model"
+        )
     models = ServingModels(arch, request, efficiency, profile)
     usable = usable_nodes(inventory, request.tolerated_taints)
     shapes, rejected = enumerate_shapes(usable, catalog, request, arch)
