@@ -25,7 +25,7 @@ BOUND = 0.40  # |error| at p50 (issue 11: loose, but it still catches a 2× erro
 # About half of what this 2-core machine's local engine serves with tiny (docs/benchmarks/fidelity.md:
 # 11-12 req/s at 128/64 tokens). Not a share of the capacity the measured steps predict: that capacity
 # (~60 req/s at 128/32 here) leaves out the server's per-request work, and at half of it the prediction
-# misses by 2x (reported in docs/benchmarks/fidelity.md).
+# misses by 2x (docs/serving-model.md, "The closed loop").
 RATE = 8.0
 REQUESTS = 80
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 32
