@@ -20,11 +20,18 @@ def profile_and_plan(
     slo_tpot_ms: float,
     slo_ttft_ms: float,
     rate: float,
+    traffic_prompt_tokens: str,
+    traffic_output_tokens: str,
+    trace: str = "",
+    measure_engine_steps: bool = False,
     image: str = "",
 ) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
     """Add the profile, inventory and plan tasks to the current pipeline; returns (profile, plan).
 
-    ``image`` is the serving image the plan's manifests run ("": vLLM's own image).
+    The plan is made for the traffic the load test then sends (``traffic_*``, ``trace``); with
+    ``inventory`` ``local`` it is a plan of the task's machine, predicted with the local engine's step
+    time that the profile task measures when ``measure_engine_steps`` is set. ``image`` is the serving
+    image the plan's manifests run ("": vLLM's own image).
     """
     profile = profile_latency(
         model=model,
@@ -33,16 +40,21 @@ def profile_and_plan(
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
         mode=profile_mode,
+        measure_engine_steps=measure_engine_steps,
     ).set_display_name("profile latency")
     profile.set_accelerator_type(accelerator_type).set_accelerator_limit(1)
     fleet = discover_inventory(source=inventory).set_display_name("discover inventory")
     plan = plan_placement(
         profile=profile.outputs["profile"],
+        engine_steps=profile.outputs["engine_steps"],
         inventory_json=fleet.outputs["inventory"],
         model=model,
         slo_tpot_ms=slo_tpot_ms,
         slo_ttft_ms=slo_ttft_ms,
         rate=rate,
+        prompt_tokens=traffic_prompt_tokens,
+        output_tokens=traffic_output_tokens,
+        trace=trace,
         image=image,
     ).set_display_name("plan placement")
     return profile, plan

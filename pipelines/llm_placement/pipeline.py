@@ -36,9 +36,10 @@ def pipeline(
     kubeconfig: str = "",
     rollout_timeout_s: float = 600.0,
     serving_runtime: str = "auto",
-    loadtest_prompt_tokens: str = "512",
-    loadtest_output_tokens: str = "128",
+    traffic_prompt_tokens: str = "512",
+    traffic_output_tokens: str = "128",
     loadtest_max_requests: int = 200,
+    measure_engine_steps: bool = False,
     trace: str = "",
     mlflow_uri: str = "",
     mlflow_experiment: str = "gpuplace",
@@ -54,7 +55,9 @@ def pipeline(
         output_tokens: Output lengths to profile, comma-separated.
         profile_mode: eager, static (static KV cache + CUDA graphs) or both.
         accelerator_type: Resource name of the GPU the profiling task requests.
-        inventory: Fleet source: cluster, a bundled fleet name, a fleet YAML or an Alibaba node CSV.
+        inventory: Fleet source: cluster, a bundled fleet name, a fleet YAML, an Alibaba node CSV, or local
+            (the machine the tasks run on, planned with the local engine's measured step time: set
+            measure_engine_steps and target local).
         slo_tpot_ms: p99 time per output token the placement must meet.
         slo_ttft_ms: p99 time to first token the placement must meet.
         rate: Target request rate (req/s) the placement must serve.
@@ -64,10 +67,13 @@ def pipeline(
         serving_runtime: What serves the deployed pods: auto (the KWOK stand-in on a gpuplace testenv, else
             kubelet), kubelet, standin or none (provisioning is then unknown).
         rollout_timeout_s: Deadline of the rollout.
-        loadtest_prompt_tokens: Prompt length of the load test (N, uniform:A:B, normal:M:S).
-        loadtest_output_tokens: Output length of the load test.
+        traffic_prompt_tokens: Prompt length of the traffic the plan is made for and the load test sends
+            (N, uniform:A:B, normal:M:S).
+        traffic_output_tokens: Output length of that traffic.
         loadtest_max_requests: Requests the load test sends (Poisson arrivals at `rate`).
-        trace: Azure-format trace CSV to replay instead of synthetic lengths.
+        measure_engine_steps: Also measure the local serving engine's step time in the profile task
+            (needed for inventory local).
+        trace: Azure-format trace CSV: the plan is made for its length mix and the load test replays it.
         mlflow_uri: MLflow tracking URI; empty = $MLFLOW_TRACKING_URI, else a local store.
         mlflow_experiment: MLflow experiment.
         mlflow_workdir: Folder of the local MLflow store when no URI is set.
@@ -84,6 +90,10 @@ def pipeline(
         slo_tpot_ms=slo_tpot_ms,
         slo_ttft_ms=slo_ttft_ms,
         rate=rate,
+        traffic_prompt_tokens=traffic_prompt_tokens,
+        traffic_output_tokens=traffic_output_tokens,
+        trace=trace,
+        measure_engine_steps=measure_engine_steps,
     )
     teardown = teardown_inference(
         target=target, namespace=namespace, kubeconfig=kubeconfig, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER
@@ -101,8 +111,8 @@ def pipeline(
         measured = load_test(
             deployment=deploy.outputs["deployment"],
             plan=plan.outputs["plan"],
-            prompt_tokens=loadtest_prompt_tokens,
-            output_tokens=loadtest_output_tokens,
+            prompt_tokens=traffic_prompt_tokens,
+            output_tokens=traffic_output_tokens,
             trace=trace,
             rate=rate,
             max_requests=loadtest_max_requests,

@@ -49,9 +49,10 @@ def pipeline(
     gpu_api: str = "auto",
     kubeflow_backend: str = "kfp",
     allow_misplacement: bool = False,
-    loadtest_prompt_tokens: str = "512",
-    loadtest_output_tokens: str = "128",
+    traffic_prompt_tokens: str = "512",
+    traffic_output_tokens: str = "128",
     loadtest_max_requests: int = 200,
+    measure_engine_steps: bool = False,
     weights: str = "",
     penalty_usd_per_breach: float = 0.0,
     engineering_weeks: float = 0.0,
@@ -70,7 +71,9 @@ def pipeline(
         output_tokens: Output lengths to profile, comma-separated.
         accelerator_type: Resource name of the GPU the profiling task requests (the Kubeflow serving task's
             comes from the plan).
-        inventory: Fleet source: cluster, a bundled fleet name, a fleet YAML or an Alibaba node CSV.
+        inventory: Fleet source: cluster, a bundled fleet name, a fleet YAML, an Alibaba node CSV, or local
+            (the machine the tasks run on, planned with the local engine's measured step time: set
+            measure_engine_steps; both paths then serve locally).
         slo_tpot_ms: p99 time per output token the placement must meet.
         slo_ttft_ms: p99 time to first token the placement must meet.
         rate: Target request rate (req/s) for the plan and both load tests.
@@ -85,9 +88,11 @@ def pipeline(
             local engine, as a local native target) or testenv (a gpuplace testenv: its pod created as KFP's
             driver would).
         allow_misplacement: Keep going when a path's pods are not where the plan put them (default: fail).
-        loadtest_prompt_tokens: Prompt length of both load tests.
-        loadtest_output_tokens: Output length of both load tests.
+        traffic_prompt_tokens: Prompt length of the traffic the plan is made for and both load tests send.
+        traffic_output_tokens: Output length of that traffic.
         loadtest_max_requests: Requests each load test sends (Poisson arrivals at `rate`).
+        measure_engine_steps: Also measure the local serving engine's step time in the profile task
+            (needed for inventory local).
         weights: Criterion weights summing to 1, e.g. "tpot_p99=0.7,cost=0.3"; empty = defaults.
         penalty_usd_per_breach: SLA penalty per request that misses the SLO.
         engineering_weeks: ROI: weeks of engineering to adopt the winning mechanism.
@@ -108,14 +113,17 @@ def pipeline(
         slo_tpot_ms=slo_tpot_ms,
         slo_ttft_ms=slo_ttft_ms,
         rate=rate,
+        traffic_prompt_tokens=traffic_prompt_tokens,
+        traffic_output_tokens=traffic_output_tokens,
+        measure_engine_steps=measure_engine_steps,
         image=SERVING_IMAGE,
     )
 
     # Both paths are measured with the same workload against the same plan (whose SLO judges both).
     workload = dict(
         plan=plan.outputs["plan"],
-        prompt_tokens=loadtest_prompt_tokens,
-        output_tokens=loadtest_output_tokens,
+        prompt_tokens=traffic_prompt_tokens,
+        output_tokens=traffic_output_tokens,
         rate=rate,
         max_requests=loadtest_max_requests,
     )

@@ -135,7 +135,10 @@ def read_plan_dir(path: str | Path, *, field: str = "plan") -> PlanDir:
     kfp = data.get("kfp") or {}
     if not isinstance(kfp, Mapping):
         raise InvalidInput(f"{plan_file}:kfp", kfp, "must be an object", _REGENERATE)
-    return PlanDir(root, plan, load_manifests(root / MANIFESTS_DIR), dict(kfp))
+    # A plan of this machine (engine "transformers": the local target starts a process) has no manifests.
+    local = plan.serving.engine == "transformers"
+    manifests = () if local else load_manifests(root / MANIFESTS_DIR)
+    return PlanDir(root, plan, manifests, dict(kfp))
 
 
 def load_manifests(directory: Path) -> tuple[Mapping[str, Any], ...]:

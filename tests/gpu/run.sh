@@ -4,7 +4,11 @@
 # It profiles llama-3.1-8b in bf16 (batch 1 and 8, prompt 1024, output 128) in eager and CUDA-graph
 # (static cache + torch.compile mode="reduce-overhead") modes and writes the table and MBU, then runs
 # the gpu-marked tests. It needs only torch, transformers, pandas, pyarrow (and nvidia-ml-py for
-# topology): no kfp, no mlflow, no install — it runs from the source tree.
+# topology): no kfp, no mlflow, no install — it runs from the source tree. Then it runs the closed loop
+# (tests/gpu/closed_loop.sh) for llama-3.1-8b with random weights on `transformers serve
+# --continuous-batching` on CUDA: predicted against measured p50/p99 TTFT and TPOT on this GPU, into
+# closed-loop-llama-3.1-8b/ (closed-loop.md; it also needs the serving extra: aiohttp and transformers'
+# serve dependencies).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${OUT:-docs/benchmarks/gpu}
@@ -18,3 +22,4 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   --out "$DEST/llama-3.1-8b.parquet" --device-json "$DEST/device.json" --markdown "$DEST/llama-3.1-8b.md" \
   2>&1 | tee "$DEST/profile.txt"
 "$PY" -m pytest -q -m gpu tests/gpu -p no:cacheprovider 2>&1 | tee "$DEST/pytest-gpu.txt"
+bash tests/gpu/closed_loop.sh llama-3.1-8b cuda "$DEST" 2>&1 | tee "$DEST/closed-loop.txt"

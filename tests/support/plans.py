@@ -14,8 +14,10 @@ from typing import Any
 
 import yaml
 
+from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
 from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments, serving_spec
 from gpuplace.plandir import PlanDir, write_plan_dir
+from gpuplace.planner.engine import vllm_engine_params
 from gpuplace.types import Inventory
 from gpuplace.types.plan import Candidate, Placement, PlacementPlan, Prediction, Slo
 from gpuplace.types.serving import ServingSpec
@@ -36,6 +38,8 @@ def sample_plan(
     """A plan of ``len(nodes)`` replicas, one per node, each on ``gpus`` whole GPUs of ``gpu`` from index
     ``first_gpu``, over ``link`` (default: nvlink for several GPUs)."""
     pred = prediction or Prediction(0.2, 0.4, 0.02, 0.03, 1.0, 4, 10.0)
+    arch = model_arch_from_config(model, resolve_model(model).config)
+    engine = vllm_engine_params(arch, load_gpu_catalog().get(gpu), gpus)
     chosen = Candidate(gpu, "whole", gpus, len(nodes), prediction=pred, verdict="chosen", fit_score=1.0)
     link = link or ("nvlink" if gpus > 1 else "single")
     placements = tuple(
@@ -53,6 +57,7 @@ def sample_plan(
         gpus_per_replica=gpus,
         tensor_parallel=gpus,
         replicas=len(nodes),
+        engine_params=engine,
     )
     return PlacementPlan(
         plan_id=plan_id,
@@ -66,6 +71,7 @@ def sample_plan(
         fragmentation_after=1.0,
         fit_threshold=0.85,
         serving=serving,
+        engine=engine,
     )
 
 

@@ -161,7 +161,8 @@ def test_claim_template_keeps_the_planned_locality(
 def test_single_gpu_and_mig_claims_need_no_constraint_and_validate() -> None:
     mixed = load_inventory("mixed-a100-h100-l4")
     for kinds in (("whole",), ("mig",)):
-        plan = plan_for(mixed, kinds)
+        plan = plan_for(mixed, kinds, gpus=("A100-SXM4-80GB",))
+        assert plan.chosen.gpus_per_replica == 1
         for doc in build_manifests(plan, mixed).alternatives["dra.yaml"]:
             kubernetes_validate.validate(doc, K8S, strict=True)
         template = resource_claim_template(plan, mixed, ServingOptions())

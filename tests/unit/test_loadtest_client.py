@@ -113,7 +113,15 @@ def test_the_plan_gives_the_slo_the_traffic_the_rate_and_the_prediction(tmp_path
     config = LoadTestConfig.from_params({"endpoint": "http://h"}, plan=tmp_path)
     assert config.slo == plan.slo and config.rate == 3.0 and config.concurrency is None
     assert config.traffic.prompt_tokens.describe() == "uniform:100:200"
-    assert config.predicted == plan.prediction and config.plan_id == plan.plan_id
+    assert config.plan_id == plan.plan_id
+    # The prediction is compared only with a measurement on the device it is for.
+    assert config.predicted is None and "not compared" in config.prediction_note
+    served = DeploymentRecord("local", "d", "", "http://h", "tiny", True, served_on=plan.chosen.unit)
+    config = LoadTestConfig.from_params({}, plan=tmp_path, deployment=served)
+    assert config.predicted == plan.prediction and not config.prediction_note
+    on_cpu = replace(served, served_on="cpu")
+    config = LoadTestConfig.from_params({}, plan=tmp_path, deployment=on_cpu)
+    assert config.predicted is None and "served on cpu" in config.prediction_note
     # Explicit parameters win over the plan's, and the SLO judges at the rate actually sent.
     config = LoadTestConfig.from_params(
         {"endpoint": "http://h", "prompt_tokens": "64", "rate": 1.0}, plan=tmp_path

@@ -10,13 +10,12 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from test_planner import PROFILE, SLO, synthetic_profile
+from test_planner import PROFILE, SLO, plan_placement, request, synthetic_profile
 
 from gpuplace.catalog import load_gpu_catalog
 from gpuplace.inventory import load_inventory, parse_fleet
 from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments
 from gpuplace.plandir import to_yaml
-from gpuplace.planner import PlanRequest, plan_placement
 from gpuplace.types import Inventory
 from gpuplace.types.plan import PlacementPlan, Slo
 
@@ -27,10 +26,12 @@ K8S_VERSION = "1.34.0"
 SMALL = synthetic_profile("llama-100m", decode_ms=0.5, prefill_ms=2.0)
 
 
-def plan_for(inv: Inventory, kinds: tuple[str, ...], slo: Slo = SLO) -> PlacementPlan:
+def plan_for(
+    inv: Inventory, kinds: tuple[str, ...], slo: Slo = SLO, gpus: tuple[str, ...] = ()
+) -> PlacementPlan:
     """Whole GPUs for llama-3.1-8b; MIG slices and shared GPUs for a 100M model that fits them."""
     profile = PROFILE if kinds == ("whole",) else SMALL
-    return plan_placement(profile, inv, CATALOG, PlanRequest(profile.model.name, slo, kinds=kinds))
+    return plan_placement(profile, inv, CATALOG, request(profile.model.name, slo, kinds=kinds, gpus=gpus))
 
 
 MIXED = load_inventory("mixed-a100-h100-l4")
@@ -182,3 +183,20 @@ def test_shared_gpu_limits_vllm_memory_share() -> None:
         "containers"
     ][0]["args"]
     assert args[args.index("--gpu-memory-utilization") + 1] == "0.45"
+
+
+def test_a_deployment_record_holding_the_plans_engine_parameters_round_trips() -> None:
+    """The serving spec the paths ran (with the engine parameters and where each came from) is written
+    into deployment.json: a record holding it serialises and reads back equal."""
+    from gpuplace.manifests import serving_spec
+    from gpuplace.types import DeploymentRecord
+
+    inv = load_inventory("h100-nvlink")
+    plan = plan_for(inv, ("whole",))
+    spec = serving_spec(plan, inv, ServingOptions())
+    assert spec.engine_params is not None and spec.engine_params.sources
+    record = DeploymentRecord("kubernetes", "d", "ns", "http://x", plan.model, True, (), serving=spec)
+    data = json.loads(json.dumps(record.to_json_dict()))
+    assert DeploymentRecord.from_json_dict(data).serving == spec
+    with pytest.raises(TypeError, match="read-only"):
+        spec.engine_params.sources["max_num_seqs"] = "changed"  # type: ignore[index]

@@ -1,7 +1,9 @@
-"""The planner: latency model, shape choice, placement locality, errors, determinism, brute force.
+"""The planner: the serving model per shape, shape choice, placement locality, errors, determinism, brute
+force.
 
 Profiles here are hand-made :class:`LatencyProfile` values (a llama-3.1-8b sweep with H100-like
-figures): the planner is a pure function of a profile, so a real GPU is not needed to test it.
+figures): the planner is a pure function of its arguments, so a real GPU is not needed to test it.
+Simulations use 400 requests per replica (the planner's default is 2000) to keep the suite fast.
 """
 
 from __future__ import annotations
@@ -9,25 +11,31 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
+from gpuplace.catalog.efficiency import load_efficiency_table
 from gpuplace.errors import InvalidInput
 from gpuplace.inventory import load_inventory, parse_fleet
-from gpuplace.planner import NoFeasiblePlacement, PlanRequest, calibrate, plan_placement, predict
+from gpuplace.planner import NoFeasiblePlacement, PlanRequest
+from gpuplace.planner import plan_placement as _plan_placement
+from gpuplace.planner.evaluate import ServingModels, Unservable
 from gpuplace.planner.fragmentation import FragmentationModel, TaskClass
-from gpuplace.planner.latency import LINKS, Shape, link_gbps
 from gpuplace.planner.placement import FleetState, best_gpu_set, fit_score
-from gpuplace.planner.search import _enumerate, _evaluate, _place, usable_nodes
+from gpuplace.planner.search import _place
+from gpuplace.planner.shape import LINKS, link_gbps
+from gpuplace.planner.shapes import ShapeSpec, enumerate_shapes, usable_nodes
 from gpuplace.types import (
     DeviceInfo,
     Distribution,
     GpuDevice,
     Inventory,
     LatencyProfile,
+    ModelArch,
     Node,
     PointResult,
     SweepPoint,
@@ -36,13 +44,19 @@ from gpuplace.types.plan import PlacementPlan, Slo
 from gpuplace.types.workload import Traffic
 
 CATALOG = load_gpu_catalog()
+TABLE = load_efficiency_table()
+SIMULATED = 400
+
+
+def arch_of(model: str) -> ModelArch:
+    return model_arch_from_config(model, resolve_model(model).config)
 
 
 def synthetic_profile(
     model: str = "llama-3.1-8b", *, decode_ms: float = 6.5, prefill_ms: float = 40.0
 ) -> LatencyProfile:
     """A profile as an H100 run of ``model`` would look: MBU ≈ 0.75, 5% spread in timings."""
-    arch = model_arch_from_config(model, resolve_model(model).config)
+    arch = arch_of(model)
     results = []
     for batch in (1, 8):
         point = SweepPoint(batch, 512, 128, "bfloat16", "eager")
@@ -77,58 +91,114 @@ SLO = Slo(tpot_p99_s=0.05, ttft_p99_s=2.0, rate_rps=5.0)
 TRAFFIC = Traffic()  # 512 prompt tokens, 128 output tokens
 
 
-def test_calibration_carries_measured_efficiency() -> None:
-    cal = calibrate(PROFILE)
-    assert 0.6 < cal.mbu < 0.8
-    assert cal.tpot_tail > 1 and cal.prefill_tail > 1
+def request(model: str, slo: Slo, **kwargs: Any) -> PlanRequest:
+    return PlanRequest(model, slo, simulated_requests=SIMULATED, **kwargs)
 
 
-def test_prediction_on_the_profiled_gpu_matches_the_profile_at_low_load() -> None:
-    cal = calibrate(PROFILE)
-    pred = predict(
-        cal,
-        Shape(CATALOG.get("H100-SXM5-80GB"), memory_gib=79.6),
-        Slo(tpot_p99_s=1, ttft_p99_s=10, rate_rps=0.01),
-        TRAFFIC,
-        1,
-    )
-    measured = PROFILE.results[0].tpot.p50
-    assert pred.tpot_p50_s == pytest.approx(measured, rel=0.15)
+def plan_placement(
+    profile: LatencyProfile | None, inventory: Inventory, catalog: Any, req: PlanRequest
+) -> PlacementPlan:
+    """The planner with the bundled efficiency defaults, calibrated by ``profile`` when given."""
+    arch = profile.model if profile is not None else arch_of(req.model)
+    return _plan_placement(arch, inventory, catalog, req, efficiency=TABLE, profile=profile)
+
+
+def whole(gpu: str, tp: int = 1, link: str = "single", units: int = 8) -> ShapeSpec:
+    spec = CATALOG.get(gpu)
+    return ShapeSpec(spec, "whole", tp, memory_gib=spec.memory_gib, units=units, link=link)
+
+
+def models(
+    slo: Slo = SLO, profile: LatencyProfile | None = PROFILE, model: str = "llama-3.1-8b"
+) -> ServingModels:
+    return ServingModels(arch_of(model), request(model, slo), TABLE, profile)
+
+
+def test_a_profile_of_the_same_gpu_calibrates_it_and_no_other() -> None:
+    inv = load_inventory("mixed-a100-h100-l4")
+    plan = plan_placement(PROFILE, inv, CATALOG, request("llama-3.1-8b", SLO))
+    assert any("H100-SXM5-80GB: MBU" in n and "from the profile" in n for n in plan.notes)
+    assert any(n.startswith("A100-SXM4-80GB: the profile ran on") for n in plan.notes)
+    without = plan_placement(None, inv, CATALOG, request("llama-3.1-8b", SLO))
+    assert any("GPU-class default efficiencies" in n for n in without.notes)
+    assert without.profile_device == "" and plan.profile_device == PROFILE.device.name
 
 
 def test_slower_gpu_higher_rate_and_mig_slices_predict_slower() -> None:
-    cal = calibrate(PROFILE)
-    h100 = Shape(CATALOG.get("H100-SXM5-80GB"))
-    a100 = Shape(CATALOG.get("A100-SXM4-80GB"))
-    mig = replace(a100, bandwidth_share=4 / 8, compute_share=3 / 7)
-    base = predict(cal, h100, SLO, TRAFFIC, 1)
-    assert predict(cal, a100, SLO, TRAFFIC, 1).tpot_p50_s > base.tpot_p50_s
-    assert predict(cal, mig, SLO, TRAFFIC, 1).tpot_p50_s > predict(cal, a100, SLO, TRAFFIC, 1).tpot_p50_s
-    assert predict(cal, h100, replace(SLO, rate_rps=20), TRAFFIC, 1).ttft_p99_s > base.ttft_p99_s
-    assert predict(cal, h100, SLO, TRAFFIC, 2).tpot_p50_s <= base.tpot_p50_s
+    m = models()
+    h100, a100 = whole("H100-SXM5-80GB"), whole("A100-SXM4-80GB")
+    spec = CATALOG.get("A100-SXM4-80GB")
+    mig = ShapeSpec(spec, "mig", 1, "3g.40gb", memory_gib=40.0, units=1, link="mig")
+    base = m.replica(h100).at_rate(5.0)
+    assert m.replica(a100).at_rate(5.0).tpot.p50 > base.tpot.p50
+    assert m.replica(mig).at_rate(5.0).tpot.p50 > m.replica(a100).at_rate(5.0).tpot.p50
+    assert m.replica(h100).at_rate(20.0).ttft.p99 > base.ttft.p99
+    assert m.replica(h100).at_rate(2.5).tpot.p50 <= base.tpot.p50  # two replicas share the rate
 
 
 def test_tensor_parallel_cost_depends_on_the_interconnect() -> None:
-    cal = calibrate(PROFILE)
-    spec = CATALOG.get("H100-SXM5-80GB")
-    by_link = {
-        link: predict(cal, Shape(spec, tp=4, link=link), SLO, TRAFFIC, 1).tpot_p50_s
-        for link in LINKS
-        if link != "single"
-    }
+    m = models()
+    shape = whole("H100-SXM5-80GB", 4, "nvlink")
+    by_link = {link: m.replica(shape, link).at_rate(5.0).tpot.p50 for link in LINKS if link != "single"}
     assert by_link["nvlink"] < by_link["pcie-switch"] < by_link["numa"] < by_link["cross-numa"]
+    spec = CATALOG.get("H100-SXM5-80GB")
     assert link_gbps(spec, "nvlink") > link_gbps(spec, "pcie-switch")
+    assert len({id(m.replica(shape, link)) for link in by_link}) == 4  # one cached model per tier
+    assert m.replica(shape, "numa") is m.replica(shape, "numa")
 
 
-def test_overloaded_replica_is_unstable() -> None:
-    cal = calibrate(PROFILE)
-    pred = predict(cal, Shape(CATALOG.get("L4-24GB")), replace(SLO, rate_rps=500), TRAFFIC, 1)
-    assert not pred.stable and math.isinf(pred.tpot_p99_s)
+def test_overloaded_replica_is_unstable_and_rejected_as_saturated() -> None:
+    m = models(replace(SLO, rate_rps=500))
+    l4 = whole("L4-24GB", units=1)
+    assert not m.replica(l4).at_rate(500).stable
+    cand = m.evaluate(l4)
+    assert cand.verdict == "rejected" and "saturated" in cand.reason and math.isinf(cand.miss)
+
+
+def test_the_fewest_replicas_meet_the_slo_and_one_fewer_does_not() -> None:
+    m = models(replace(SLO, rate_rps=60.0))
+    shape = whole("H100-SXM5-80GB", units=16)
+    cand = m.evaluate(shape)
+    assert cand.verdict == "feasible" and cand.replicas >= 2
+    assert m.judge(shape, m.replica(shape).at_rate(60.0 / cand.replicas))[0]
+    assert not m.judge(shape, m.replica(shape).at_rate(60.0 / (cand.replicas - 1)))[0]
+    pred = cand.prediction
+    assert pred is not None and pred.tpot_p99_s <= 0.05 and pred.ttft_p99_s <= 2.0
+    assert 0 < pred.memory_per_gpu_gib <= cand.memory_available_gib
+
+
+def test_engine_parameters_of_the_chosen_shape_go_into_the_plan() -> None:
+    plan = plan_placement(None, load_inventory("h100-nvlink"), CATALOG, request("llama-3.1-8b", SLO))
+    assert plan.engine is not None
+    assert (plan.engine.max_num_batched_tokens, plan.engine.max_num_seqs) == (8192, 1024)
+    back = PlacementPlan.from_json_dict(plan.to_json_dict())
+    assert back.engine == plan.engine
+
+
+def test_a_trace_length_mix_is_simulated_and_its_longest_request_must_fit() -> None:
+    rows = ((100, 20), (3000, 400), (800, 100))
+    req = request("llama-3.1-8b", SLO, traffic=Traffic(trace="t.csv"), trace_lengths=rows)
+    m = ServingModels(arch_of("llama-3.1-8b"), req, TABLE)
+    assert m.traffic.max_context_tokens == 3400
+    sample = m.traffic.at_rate(1.0)
+    assert {(r.prompt_tokens, r.output_tokens) for r in sample} == set(rows)
+    plan = _plan_placement(
+        arch_of("llama-3.1-8b"), load_inventory("h100-nvlink"), CATALOG, req, efficiency=TABLE
+    )
+    assert plan.traffic.trace == "t.csv"
+    with pytest.raises(InvalidInput, match="trace"):
+        _plan_placement(
+            arch_of("llama-3.1-8b"),
+            load_inventory("h100-nvlink"),
+            CATALOG,
+            request("llama-3.1-8b", SLO, traffic=Traffic(trace="t.csv")),
+            efficiency=TABLE,
+        )
 
 
 def test_plan_on_mixed_fleet_is_cheapest_feasible_and_placed_on_free_gpus() -> None:
     inv = load_inventory("mixed-a100-h100-l4")
-    plan = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", SLO))
+    plan = plan_placement(PROFILE, inv, CATALOG, request("llama-3.1-8b", SLO))
     feasible = [c for c in plan.candidates if c.verdict in ("chosen", "feasible")]
     assert plan.chosen.verdict == "chosen"
     assert plan.chosen.cost_usd_per_hour == min(c.cost_usd_per_hour for c in feasible)
@@ -160,7 +230,7 @@ def test_tensor_parallel_plan_keeps_groups_on_one_node_and_nvlink() -> None:
         profile,
         load_inventory("h100-nvlink"),
         CATALOG,
-        PlanRequest("llama-3.1-70b", Slo(tpot_p99_s=0.1, ttft_p99_s=5.0, rate_rps=1.0), kinds=("whole",)),
+        request("llama-3.1-70b", Slo(tpot_p99_s=0.1, ttft_p99_s=5.0, rate_rps=1.0), kinds=("whole",)),
     )
     assert plan.chosen.tp >= 2
     for p in plan.placements:
@@ -173,7 +243,7 @@ def test_replicas_spread_over_distinct_nodes_when_possible() -> None:
         PROFILE,
         load_inventory("h100-nvlink"),
         CATALOG,
-        PlanRequest("llama-3.1-8b", replace(SLO, rate_rps=40)),
+        request("llama-3.1-8b", replace(SLO, rate_rps=40)),
     )
     nodes = [p.node for p in plan.placements]
     assert plan.replicas > 1 and len(set(nodes)) == min(len(nodes), 4)
@@ -181,18 +251,16 @@ def test_replicas_spread_over_distinct_nodes_when_possible() -> None:
 
 def test_same_input_same_plan() -> None:
     inv = load_inventory("mixed-a100-h100-l4")
-    a = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", SLO))
-    b = plan_placement(
-        PROFILE, load_inventory("mixed-a100-h100-l4"), CATALOG, PlanRequest("llama-3.1-8b", SLO)
-    )
+    a = plan_placement(PROFILE, inv, CATALOG, request("llama-3.1-8b", SLO))
+    b = plan_placement(PROFILE, load_inventory("mixed-a100-h100-l4"), CATALOG, request("llama-3.1-8b", SLO))
     assert a == b and a.plan_id == b.plan_id
-    c = plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", replace(SLO, rate_rps=6)))
+    c = plan_placement(PROFILE, inv, CATALOG, request("llama-3.1-8b", replace(SLO, rate_rps=6)))
     assert c.plan_id != a.plan_id
 
 
 def test_plan_json_round_trips() -> None:
     plan = plan_placement(
-        PROFILE, load_inventory("mixed-a100-h100-l4"), CATALOG, PlanRequest("llama-3.1-8b", SLO)
+        PROFILE, load_inventory("mixed-a100-h100-l4"), CATALOG, request("llama-3.1-8b", SLO)
     )
     data = plan.to_json_dict()
     back = PlacementPlan.from_json_dict(data)
@@ -206,11 +274,15 @@ def test_infeasible_request_lists_every_shape_the_closest_miss_and_a_fix() -> No
             PROFILE,
             load_inventory("h100-nvlink"),
             CATALOG,
-            PlanRequest("llama-3.1-8b", Slo(tpot_p99_s=0.001, ttft_p99_s=2.0, rate_rps=5.0)),
+            request("llama-3.1-8b", Slo(tpot_p99_s=0.001, ttft_p99_s=2.0, rate_rps=5.0)),
         )
     text = str(err.value)
     assert "closest:" in text and "To fix:" in text and "relax the SLO" in text
-    assert err.value.closest is not None
+    closest = err.value.closest
+    assert closest is not None and closest.prediction is not None
+    # it names the closest shape and by how much it misses (its worst predicted/target ratio − 1)
+    assert f"closest: {closest.label}, which misses it by {closest.miss - 1:.0%}" in text
+    assert closest.miss == pytest.approx(closest.prediction.tpot_p99_s / 0.001)
     assert len(err.value.rejected) >= 4 and all(c.reason for c in err.value.rejected)
 
 
@@ -221,15 +293,44 @@ def test_memory_rejects_a_model_that_does_not_fit() -> None:
             profile,
             load_inventory("mixed-a100-h100-l4"),
             CATALOG,
-            PlanRequest("llama-3.1-70b", SLO, gpus=("L4-24GB",)),
+            request("llama-3.1-70b", SLO, gpus=("L4-24GB",)),
         )
     assert any("GiB" in c.reason for c in err.value.rejected)
 
 
+def test_weights_that_fit_no_gpu_even_at_the_largest_tp_say_so() -> None:
+    """70B in bf16 (131 GiB) on a fleet of L4s whose nodes hold at most 2 free: every shape offered
+    rejects the weights, and the error says so once, with the largest TP tried and what to do."""
+    with pytest.raises(NoFeasiblePlacement) as err:
+        plan_placement(
+            None,
+            load_inventory("mixed-a100-h100-l4"),
+            CATALOG,
+            request("llama-3.1-70b", SLO, gpus=("L4-24GB",)),
+        )
+    text = str(err.value)
+    assert "The weights of llama-3.1-70b (131 GiB in bf16) fit no GPU shape of this fleet" in text
+    assert "even at its largest tensor-parallel degree (TP=2)" in text
+    assert "use GPUs with more memory" in text
+    assert "closest:" not in text  # no shape was predicted, so no latency is offered as the closest
+
+
+def test_weights_that_fit_some_shape_are_not_said_to_fit_nowhere() -> None:
+    with pytest.raises(NoFeasiblePlacement) as err:
+        plan_placement(
+            None,
+            load_inventory("h100-nvlink"),
+            CATALOG,
+            request("llama-3.1-70b", Slo(tpot_p99_s=0.001, ttft_p99_s=2.0, rate_rps=5.0)),
+        )
+    assert "fit no GPU shape" not in str(err.value)
+
+
 def test_profile_of_another_model_is_an_input_error() -> None:
     with pytest.raises(InvalidInput) as err:
-        plan_placement(PROFILE, load_inventory("h100-nvlink"), CATALOG, PlanRequest("mistral-7b", SLO))
-    assert err.value.field == "model" and "llama-3.1-8b" in str(err.value)
+        plan_placement(PROFILE, load_inventory("h100-nvlink"), CATALOG, request("mistral-7b", SLO))
+    # the profile's model is named (not "the architecture given", which the profile's model is too)
+    assert err.value.field == "model" and "the profile is of model 'llama-3.1-8b'" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -275,7 +376,7 @@ def test_high_threshold_rejects_cross_numa_placements() -> None:
     gpus = tuple(replace(g, nvlink_island="", allocated=0.0 if g.index in (0, 4) else 1.0) for g in node.gpus)
     inv = Inventory((replace(node, gpus=gpus),), source="t")
     profile = synthetic_profile("llama-3.1-70b", decode_ms=45, prefill_ms=300)
-    req = PlanRequest(
+    req = request(
         "llama-3.1-70b",
         Slo(tpot_p99_s=0.5, ttft_p99_s=20.0, rate_rps=0.2),
         kinds=("whole",),
@@ -360,7 +461,7 @@ SLOS = st.builds(
 
 def _plan_or_none(inv: Inventory, slo: Slo) -> PlacementPlan | None:
     try:
-        return plan_placement(PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", slo))
+        return plan_placement(PROFILE, inv, CATALOG, request("llama-3.1-8b", slo))
     except NoFeasiblePlacement:
         return None
 
@@ -393,22 +494,30 @@ def test_same_input_same_plan_property(inv: Inventory, slo: Slo) -> None:
 
 
 def _brute_force_cost(inv: Inventory, slo: Slo) -> float | None:
-    """Cheapest cost over every shape × every replica count (no bisection, no ordering shortcut),
-    counting a shape only if its replicas can actually be placed above the fit threshold."""
-    request = PlanRequest("llama-3.1-8b", slo)
-    cal = calibrate(PROFILE)
-    usable = usable_nodes(inv, request.tolerated_taints)
-    shapes, _ = _enumerate(usable, CATALOG, request, cal)
-    frag = FragmentationModel(request.task_mix)
+    """Cheapest cost over every shape × every replica count (a linear scan, no search from the capacity
+    bound, no ordering shortcut), counting a shape only if its replicas can actually be placed above the
+    fit threshold."""
+    req = request("llama-3.1-8b", slo)
+    m = ServingModels(PROFILE.model, req, TABLE, PROFILE)
+    usable = usable_nodes(inv, req.tolerated_taints)
+    shapes, _ = enumerate_shapes(usable, CATALOG, req, PROFILE.model)
+    frag = FragmentationModel(req.task_mix)
     best = None
     for shape in shapes:
-        for r in range(1, shape.units + 1):
-            cand = _evaluate(replace(shape, units=r), cal, request)
-            if cand.verdict == "feasible" and cand.replicas == r:
-                placements, _ = _place(cand, shape, FleetState.of(inv.nodes, frag), usable, cal, request)
-                if placements:
-                    best = cand.cost_usd_per_hour if best is None else min(best, cand.cost_usd_per_hour)
-                break
+        if isinstance(m.engine(shape), Unservable):
+            continue
+        for r in range(1, min(shape.units, req.max_replicas) + 1):
+            if not m.judge(shape, m.replica(shape).at_rate(slo.bound("rate_rps") / r))[0]:
+                continue
+            cand = replace(
+                m.evaluate(replace(shape, units=r)),
+                replicas=r,
+                cost_usd_per_hour=shape.price(req.prices_usd_per_hour) * r,
+            )
+            placements, _ = _place(cand, shape, FleetState.of(inv.nodes, frag), usable, m, req)
+            if placements:
+                best = cand.cost_usd_per_hour if best is None else min(best, cand.cost_usd_per_hour)
+            break
     return best
 
 
@@ -431,7 +540,7 @@ def test_fleet_file_with_time_slicing_offers_shared_shape() -> None:
         CATALOG,
     )
     plan = plan_placement(
-        PROFILE, inv, CATALOG, PlanRequest("llama-3.1-8b", Slo(tpot_p99_s=0.5, ttft_p99_s=20.0, rate_rps=0.1))
+        PROFILE, inv, CATALOG, request("llama-3.1-8b", Slo(tpot_p99_s=0.5, ttft_p99_s=20.0, rate_rps=0.1))
     )
     assert plan.chosen.kind == "shared" and plan.chosen.share == 0.25
 
@@ -449,8 +558,8 @@ def test_fragmentation_moves_the_replica_and_the_plan_says_where_and_why() -> No
     # takes one GPU of the only node an 8-GPU task could use; FGD puts it on the busy node instead.
     inv = Inventory((_h100_node("a-empty", 8), _h100_node("b-busy", 2)), source="t")
     mix = (TaskClass(8, 1000, weight=0.5), TaskClass(1, 1000, weight=0.5))
-    request = PlanRequest("llama-3.1-8b", SLO, kinds=("whole",), task_mix=mix, task_mix_source="given")
-    plan = plan_placement(PROFILE, inv, CATALOG, request)
+    req = request("llama-3.1-8b", SLO, kinds=("whole",), task_mix=mix, task_mix_source="given")
+    plan = plan_placement(PROFILE, inv, CATALOG, req)
     effect = plan.fragmentation_workload["effect"]
     assert [p.node for p in plan.placements] == ["b-busy"]
     assert [r["node"] for r in effect["with_fragmentation"]] == ["b-busy"]

@@ -15,22 +15,23 @@ from gpuplace.serving.runtime import vllm_args
 from gpuplace.types import DeploymentRecord
 
 
-def test_vllm_args_carry_the_plan_shape() -> None:
+def test_vllm_args_carry_the_plan_shape_and_each_engine_setting_once() -> None:
     args = vllm_args(
         model="meta-llama/Llama-3.1-8B", served_model_name="llama", tensor_parallel_size=2,
-        dtype="bfloat16", max_model_len=8192, random_weights=True,
+        dtype="bfloat16", random_weights=True, engine_args=["--max-model-len", "8192", "--max-num-seqs", "8"],
     )  # fmt: skip
     joined = " ".join(args)
     assert args[0] == "meta-llama/Llama-3.1-8B"
     assert "--tensor-parallel-size 2" in joined and "--dtype bfloat16" in joined
     assert "--max-model-len 8192" in joined and "--load-format dummy" in joined
     assert "--served-model-name llama" in joined and "--port 8000" in joined
+    assert sum(a.startswith("--") for a in args) == len({a for a in args if a.startswith("--")})
 
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [({"tensor_parallel_size": 0}, "tensor_parallel_size"), ({"dtype": "int4"}, "dtype"),
-     ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization")],
+     ({"engine_args": ["--max-num-seqs", "8", "--max-num-seqs", "9"]}, "engine_args")],
 )  # fmt: skip
 def test_vllm_args_reject_bad_values(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidInput, match=rf"^{field}="):

@@ -1,10 +1,12 @@
 """KFP component ``plan_placement``: a thin adapter over :mod:`gpuplace.planner` and its manifests.
 
-Reads a profile and an inventory (a fleet name/path, or the JSON ``discover_inventory`` wrote), plans
-the cheapest placement meeting the SLO, and writes ``plan.json``, the manifests folder, the candidate
-table and KFP Metrics. The node affinity, tolerations and node selector JSON come back as output
-parameters for kfp-kubernetes (``add_node_affinity_json`` etc.) on the serving task, and the GPU resource
-and count (a string) for its ``set_accelerator_type`` / ``set_accelerator_limit``.
+Reads an inventory (a fleet name/path, or the JSON ``discover_inventory`` wrote; ``local`` plans onto
+the task's own machine with the local engine's measured steps) and, optionally, a profile that
+calibrates its own GPU model; plans the cheapest placement meeting the SLO, and writes ``plan.json``,
+the manifests folder, the candidate table and KFP Metrics. The node affinity, tolerations and node
+selector JSON come back as output parameters for kfp-kubernetes (``add_node_affinity_json`` etc.) on the
+serving task, and the GPU resource and count (a string) for its ``set_accelerator_type`` /
+``set_accelerator_limit``.
 """
 
 from typing import NamedTuple
@@ -17,7 +19,6 @@ from gpuplace.components.images import CPU_IMAGE
 
 @dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
 def plan_placement(
-    profile: Input[Dataset],
     plan: Output[Artifact],
     candidates: Output[Markdown],
     metrics: Output[Metrics],
@@ -27,8 +28,11 @@ def plan_placement(
     rate: float,
     inventory: str = "mixed-a100-h100-l4",
     inventory_json: Input[Artifact] = None,  # type: ignore[assignment]
+    profile: Input[Dataset] = None,  # type: ignore[assignment]
+    engine_steps: Input[Artifact] = None,  # type: ignore[assignment]
     prompt_tokens: str = "512",
     output_tokens: str = "128",
+    trace: str = "",
     fit_threshold: float = 0.85,
     kinds: str = "whole,mig,shared",
     prices: dict = {},  # noqa: B006  # KFP parameters are JSON; a literal default is how KFP spells it
@@ -49,15 +53,20 @@ def plan_placement(
     """Plan a topology-aware placement meeting a latency SLO at the lowest cost.
 
     Args:
-        profile: Parquet profile from profile_latency.
-        model: The model the profile measured.
+        model: The model to place (a preset, a config.json or a model directory in the image).
         slo_tpot_ms: p99 time-per-output-token target (ms).
         slo_ttft_ms: p99 time-to-first-token target (ms).
         rate: Target request rate (requests/s).
-        inventory: Bundled fleet name or fleet file path; ignored when inventory_json is connected.
+        inventory: Bundled fleet name, fleet file path, or local (this task's machine, planned with
+            engine_steps); ignored when inventory_json is connected.
         inventory_json: The inventory artifact of discover_inventory.
+        profile: Parquet profile from profile_latency; calibrates the efficiencies of its own GPU model
+            (a CPU profile calibrates none). Without it, GPU-class defaults price every GPU.
+        engine_steps: The local engine's measured step time (profile_latency's engine_steps output);
+            needed for inventory local.
         prompt_tokens: Prompt length the SLO is for: N, uniform:LO:HI or normal:MEAN:STD.
         output_tokens: Output length the SLO is for, same forms.
+        trace: A trace CSV (Azure LLM trace layout) whose length mix the SLO is for, instead.
         fit_threshold: Placements with a GPU-fit score below this are rejected.
         kinds: Shapes to consider: whole, mig, shared.
         prices: USD per GPU-hour by catalog GPU name, overriding the catalog.
@@ -77,11 +86,12 @@ def plan_placement(
     catalog = load_gpu_catalog()
     result = run_plan_step(
         PlanRequest.from_params(params, catalog),
-        profile=Path(profile.path),
+        profile=Path(profile.path) if profile is not None else None,
         inventory=inventory_json.path if inventory_json is not None else inventory,
         out=Path(plan.path),
         catalog=catalog,
         options=ServingOptions.from_params(params),
+        engine_steps=Path(engine_steps.path) if engine_steps is not None else None,
     )
     Path(candidates.path).write_text(result.candidates_markdown)
     for name, value in result.metrics.items():

@@ -1,6 +1,8 @@
 """KFP component ``profile_latency``: a thin adapter over :mod:`gpuplace.profiling`.
 
-Reads its parameters, calls ``gpuplace.profiling.step.run_profile_step`` and writes the outputs.
+Reads its parameters, calls ``gpuplace.profiling.step.run_profile_step`` and writes the outputs; with
+``measure_engine_steps`` it also measures the local serving engine's step time on the task's device
+(``gpuplace.deploy.calibrate.run_engine_steps_step``), which a plan for ``inventory=local`` needs.
 Only the standard library and kfp are imported here; gpuplace is imported inside the function,
 which runs in the component image (the CUDA image by default: profiling wants the GPU the task
 lands on; request it with ``task.set_accelerator_type(...).set_accelerator_limit(1)``).
@@ -18,6 +20,7 @@ def profile_latency(
     device_info: Output[Artifact],
     metrics: Output[Metrics],
     summary: Output[Markdown],
+    engine_steps: Output[Artifact],
     model: str = "tiny",
     device: str = "auto",
     batch_sizes: str = "1,4",
@@ -29,6 +32,7 @@ def profile_latency(
     warmup: int = -1,
     seed: int = 0,
     memory_limit_gib: float = 0.0,
+    measure_engine_steps: bool = False,
 ) -> None:
     """Measure prefill (TTFT) and per-token decode (TPOT) latency of a model on the task's device.
 
@@ -44,7 +48,11 @@ def profile_latency(
         warmup: Untimed generations per point; -1 picks 2 (3 with static).
         seed: Seed of the random weights and prompts.
         memory_limit_gib: Points needing more memory than this are recorded as failed; 0 = device free memory.
+        measure_engine_steps: Also measure the local serving engine (transformers serve
+            --continuous-batching on this device) step time into engine_steps (else it is left empty).
     """
+    from pathlib import Path
+
     from gpuplace.profiling import ProfileConfig
     from gpuplace.profiling.step import profile_metrics, run_profile_step
 
@@ -65,3 +73,9 @@ def profile_latency(
     for name, value in profile_metrics(result.profile).items():
         metrics.log_metric(name, value)
     profile.metadata.update({"model": model, "device": result.profile.device.name, "format": "parquet"})
+    Path(engine_steps.path).write_text("")  # "not measured": the plan step says how to measure it
+    if measure_engine_steps:
+        from gpuplace.deploy.calibrate import run_engine_steps_step
+
+        steps = run_engine_steps_step(model, Path(engine_steps.path), device=device)
+        engine_steps.metadata.update({"model": model, "device": steps.device_name, "fixed_s": steps.fixed_s})

@@ -20,8 +20,10 @@ class PlanCommand(Command):
         "(docs/placement.md)."
     )
     epilog = (
-        "example: gpuplace plan --model tiny --profile profile.parquet --inventory mixed-a100-h100-l4 \\\n"
-        "           --slo-tpot-ms 50 --slo-ttft-ms 2000 --rate 5 --out plan"
+        "examples: gpuplace plan --model llama-3.1-8b --inventory h100-nvlink --slo-tpot-ms 50 \\\n"
+        "            --slo-ttft-ms 2000 --rate 50 --prompt-tokens 1024 --output-tokens 128 --out plan\n"
+        "          gpuplace plan --model tiny --inventory local --engine-steps steps.json \\\n"
+        "            --slo-tpot-ms 50 --slo-ttft-ms 2000 --rate 2 --out plan-local"
     )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
@@ -30,11 +32,23 @@ class PlanCommand(Command):
             required=True,
             help="the model to place: the preset (or config.json) the profile measured",
         )
-        p.add_argument("--profile", required=True, help="profile Parquet written by `gpuplace profile`")
+        p.add_argument(
+            "--profile",
+            default=None,
+            help="profile Parquet written by `gpuplace profile`: calibrates its own GPU model (default: "
+            "GPU-class efficiency defaults for every GPU)",
+        )
         p.add_argument(
             "--inventory",
             default="mixed-a100-h100-l4",
-            help="bundled fleet name, fleet YAML, Alibaba node CSV or 'cluster'",
+            help="bundled fleet name, fleet YAML, Alibaba node CSV, 'cluster', or 'local' (this machine, "
+            "planned with --engine-steps)",
+        )
+        p.add_argument(
+            "--engine-steps",
+            default=None,
+            help="the local engine's measured step time (`gpuplace profile --engine-steps --out FILE`); "
+            "needed for --inventory local",
         )
         slo = p.add_argument_group("SLO and traffic")
         slo.add_argument(
@@ -48,6 +62,9 @@ class PlanCommand(Command):
             "--prompt-tokens", default="512", help="prompt length: N, uniform:LO:HI or normal:MEAN:STD"
         )
         slo.add_argument("--output-tokens", default="128", help="output length, same forms")
+        slo.add_argument(
+            "--trace", default="", help="a trace CSV (Azure LLM trace layout) whose length mix to plan for"
+        )
         choice = p.add_argument_group("shapes and cost")
         choice.add_argument("--kinds", default="whole,mig,shared", help="shapes to consider")
         choice.add_argument(
@@ -103,12 +120,13 @@ class PlanCommand(Command):
         catalog = load_gpu_catalog(args.gpu_catalog)
         result = run_plan_step(
             PlanRequest.from_params(params, catalog),
-            profile=Path(args.profile),
+            profile=Path(args.profile) if args.profile else None,
             inventory=args.inventory,
             out=Path(args.out),
             catalog=catalog,
             options=ServingOptions.from_params(params),
             workload=args.workload,
+            engine_steps=Path(args.engine_steps) if args.engine_steps else None,
         )
         plan = result.plan
         for note in plan.notes:
@@ -118,7 +136,7 @@ class PlanCommand(Command):
         assert pred is not None
         print(
             f"chosen: {plan.chosen.label} — p99 TPOT {pred.tpot_p99_s * 1e3:.2f} ms, "
-            f"p99 TTFT {pred.ttft_p99_s * 1e3:.1f} ms (predicted for {plan.chosen.gpu}), "
+            f"p99 TTFT {pred.ttft_p99_s * 1e3:.1f} ms (predicted for {plan.chosen.unit}), "
             f"${plan.cost_usd_per_month:,.0f}/month, fit ≥ {plan.chosen.fit_score:.2f}, "
             f"fragmentation {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs"
         )
@@ -127,7 +145,9 @@ class PlanCommand(Command):
                 f"  replica {p.replica}: {p.node} {','.join(p.gpu_ids)} "
                 f"({p.interconnect}, fit {p.fit_score:.2f})"
             )
-        print(fragmentation_effect_text(plan))
+        effect = fragmentation_effect_text(plan)
+        if effect:
+            print(effect)
         out = result.plan_dir.path
         print(f"wrote {out}/plan.json, manifests/, alternatives/, kfp/, candidates.md (plan {plan.plan_id})")
         return 0

@@ -16,7 +16,10 @@ class ProfileCommand(Command):
         "with torch on this device (CUDA when present, else CPU) over a sweep of batch sizes, prompt and\n"
         "output lengths, and write one row per sweep point to a Parquet file (docs/profiling.md)."
     )
-    epilog = "example: gpuplace profile --model tiny --device cpu --out profile.parquet"
+    epilog = (
+        "examples: gpuplace profile --model tiny --device cpu --out profile.parquet\n"
+        "          gpuplace profile --model tiny --engine-steps --out steps.json"
+    )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", default="tiny", help="preset name, a config.json, or a model directory")
@@ -58,9 +61,19 @@ class ProfileCommand(Command):
         )
         p.add_argument("--markdown", default=None, help="also write a Markdown summary here")
         p.add_argument("--quiet", action="store_true", help="no progress lines")
+        p.add_argument(
+            "--engine-steps",
+            action="store_true",
+            help="instead of the torch sweep, measure the local serving engine (transformers serve "
+            "--continuous-batching on this device) step time against tokens per step and write it as JSON "
+            "to --out: what `gpuplace plan --inventory local --engine-steps FILE` plans with",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from gpuplace.errors import InvalidInput
+
+        if args.engine_steps:
+            return self.engine_steps(args)
         from gpuplace.profiling import ProfileConfig, format_table
         from gpuplace.profiling.step import run_profile_step
 
@@ -88,3 +101,26 @@ class ProfileCommand(Command):
         failed = sum(not r.ok for r in result.profile.results)
         print(f"\nwrote {out} ({len(result.profile.results)} points, {failed} failed) and {device_json}")
         return 0 if failed < len(result.profile.results) else 1
+
+    def engine_steps(self, args: argparse.Namespace) -> int:
+        """The --engine-steps mode: one measurement of the local engine, written as JSON."""
+        from gpuplace.deploy.calibrate import run_engine_steps_step
+        from gpuplace.errors import InvalidInput
+
+        out = Path(args.out)
+        if out.suffix != ".json":
+            raise InvalidInput(
+                "out", args.out, "must end in .json with --engine-steps", "e.g. --out steps.json"
+            )
+        steps = run_engine_steps_step(args.model, out, device=args.device)
+        print(
+            f"{steps.engine} on {steps.device_name} ({steps.model}): step = {steps.fixed_s * 1e3:.2f} ms "
+            f"+ {steps.per_token_s * 1e6:.1f} µs/token + {steps.per_seq_s * 1e6:.1f} µs/sequence "
+            f"+ {steps.per_context_token_s * 1e9:.1f} ns/context token; request overhead "
+            f"{steps.request_overhead_s * 1e3:.2f} ms; fit RMS error {steps.rms_relative_error:.0%} "
+            f"over {len(steps.samples)} samples"
+        )
+        for note in steps.notes:
+            print(f"note: {note}")
+        print(f"wrote {out}")
+        return 0

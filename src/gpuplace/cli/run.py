@@ -13,9 +13,11 @@ class RunCommand(Command):
     help = "the main job: a pipeline end to end through kfp's local runner (what make run runs)"
     description = (
         "Run the llm_placement pipeline (--compare: orchestration_comparison) on this machine through\n"
-        "kfp's local runner: profile on this device, plan, deploy to the local serving target (or a\n"
-        "cluster with --target kubernetes), load-test, and log to MLflow. Prints one line per task and\n"
-        "a summary; every task's output and the runner's log are kept in the run directory. A failed\n"
+        "kfp's local runner: profile this device and measure its local serving engine, plan onto this\n"
+        "machine, deploy to the local serving target (or a cluster with --target kubernetes), load-test\n"
+        "the plan's traffic, and log to MLflow. Prints predicted against measured p50/p99 TTFT and TPOT\n"
+        "on the same device with the error, and the --fleet plan as a prediction for its GPUs. Every\n"
+        "task's output and the runner's log are kept in the run directory. A failed\n"
         "task fails the run (exit status 1): no request served, pods off their plan, or two paths that\n"
         "ran different serving specs."
     )
@@ -28,14 +30,28 @@ class RunCommand(Command):
         )
         p.add_argument("--device", default="auto", help="profiling device: auto, cpu, cuda, cuda:N")
         p.add_argument(
-            "--inventory", default="mixed-a100-h100-l4", help="fleet: bundled name, fleet YAML or CSV"
+            "--inventory",
+            default="",
+            help="what to plan on (default: local, this machine, for the local target; else --fleet)",
+        )
+        p.add_argument(
+            "--fleet",
+            default="mixed-a100-h100-l4",
+            help="a fleet (bundled name, fleet YAML or CSV) also planned and shown as a prediction for its "
+            "GPUs; with --target kubernetes, the fleet planned on",
         )
         p.add_argument("--slo-tpot-ms", type=float, default=50.0, help="p99 time per output token target, ms")
         p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="p99 time to first token target, ms")
         p.add_argument(
-            "--rate", type=float, default=2.0, help="target and load-test request rate, requests/s"
+            "--rate", type=float, default=4.0, help="target and load-test request rate, requests/s"
         )
-        p.add_argument("--max-requests", type=int, default=20, help="requests the load test sends")
+        p.add_argument(
+            "--prompt-tokens",
+            default="128",
+            help="prompt length of the planned and sent traffic: N, uniform:LO:HI or normal:MEAN:STD",
+        )
+        p.add_argument("--output-tokens", default="32", help="output length, same forms")
+        p.add_argument("--max-requests", type=int, default=120, help="requests the load test sends")
         p.add_argument(
             "--trace", default="", help="Azure-format trace CSV to replay instead of synthetic load"
         )
@@ -66,6 +82,9 @@ class RunCommand(Command):
             model=args.model,
             device=args.device,
             inventory=args.inventory,
+            fleet=args.fleet,
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
             slo_tpot_ms=args.slo_tpot_ms,
             slo_ttft_ms=args.slo_ttft_ms,
             rate=args.rate,

@@ -75,16 +75,16 @@ def prediction_applies(deployment: DeploymentRecord, plan: PlacementPlan | None)
 
 
 def prediction_errors(report: LatencyReport, predicted: Prediction | None) -> dict[str, float]:
-    """(measured − predicted) / predicted of p99 TTFT and p99 TPOT (keys ``ttft_p99_s``, ``tpot_p99_s``)."""
+    """(measured − predicted) / predicted of p50 and p99 TTFT and TPOT (keys ``ttft_p99_s``, ...)."""
     if predicted is None:
         return {}
     rows = _prediction_rows(report, predicted)
-    return {k: r["error"] for k, r in rows.items() if k.endswith("p99_s") and not math.isnan(r["error"])}
+    return {k: r["error"] for k, r in rows.items() if not math.isnan(r["error"])}
 
 
 def mean_abs_prediction_error(report: LatencyReport, predicted: Prediction | None) -> float:
     """Mean of |measured − predicted| / predicted over p99 TTFT and p99 TPOT; NaN without a prediction."""
-    errors = [abs(e) for e in prediction_errors(report, predicted).values()]
+    errors = [abs(e) for k, e in prediction_errors(report, predicted).items() if k.endswith("p99_s")]
     return sum(errors) / len(errors) if errors else math.nan
 
 
@@ -238,7 +238,8 @@ def path_metrics(
             )
     if dep.target == "local":
         notes.append("served by the local target (one process on this machine), not a Kubernetes cluster")
-    error = sum(abs(e) for e in errors.values()) / len(errors) if errors else math.nan
+    p99 = [abs(e) for k, e in errors.items() if k.endswith("p99_s")]
+    error = sum(p99) / len(p99) if p99 else math.nan
     return PathMetrics(
         path=result.path,
         serving_target=dep.target,
@@ -275,4 +276,8 @@ def path_metrics(
         predicted_tpot_p99_s=predicted.tpot_p99_s if predicted else math.nan,
         ttft_p99_error=errors.get("ttft_p99_s", math.nan),
         tpot_p99_error=errors.get("tpot_p99_s", math.nan),
+        predicted_ttft_p50_s=predicted.ttft_p50_s if predicted else math.nan,
+        predicted_tpot_p50_s=predicted.tpot_p50_s if predicted else math.nan,
+        ttft_p50_error=errors.get("ttft_p50_s", math.nan),
+        tpot_p50_error=errors.get("tpot_p50_s", math.nan),
     )

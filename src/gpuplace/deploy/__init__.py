@@ -95,6 +95,7 @@ def deploy(
             startup_timeout_s=timeout_s,
             name=plan.deployment_name,
             path=path,
+            serving=plan.serving,
         )
         record = replace(record, plan_id=plan.plan_id)
         for key in (plan.plan_id, f"run-{run_id}" if run_id else ""):

@@ -21,15 +21,16 @@ def profile_local_engine(
     model: str,
     *,
     workdir: Path,
-    device: str = "cpu",
+    device: str = "auto",
     config: EngineStepConfig | None = None,
     engine: EngineParams | None = None,
 ) -> EngineStepProfile:
     """Start ``transformers serve --continuous-batching`` for ``model`` here, measure it, stop it.
 
     The server runs with ``engine``'s budget and KV cache (``to_transformers_serve_args``); by default
-    transformers' own values with the cache pinned to 256 blocks, since its default takes 60% of the
-    free memory of a CPU, which a shared machine cannot spare.
+    the local target's (:func:`~gpuplace.planner.engine.local_engine_params`: transformers' own values,
+    the cache pinned), so the measurement is of the engine a local deployment of the plan runs.
+    ``device`` is ``auto`` (CUDA device 0 when present, else the CPU), ``cpu`` or ``cuda[:N]``.
     """
     import platform
 
@@ -37,16 +38,21 @@ def profile_local_engine(
 
     from gpuplace.catalog import model_arch_from_config, resolve_model
     from gpuplace.loadtest.prompts import load_tokenizer
-    from gpuplace.planner.engine import transformers_engine_params
+    from gpuplace.planner.engine import local_engine_params
+    from gpuplace.profiling.device import local_unit, resolve_device
 
     config = config or EngineStepConfig()
     if engine is None:
-        arch = model_arch_from_config(model, resolve_model(model).config)
-        engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=256)
+        engine = local_engine_params(model_arch_from_config(model, resolve_model(model).config))
     serve_args = engine.to_transformers_serve_args()
-
+    torch_device = resolve_device(device)
+    on_cpu = torch_device.type == "cpu"
     record = deploy_local(
-        model, workdir=workdir, device=device, name="gpuplace-engine-steps", extra_args=tuple(serve_args)
+        model,
+        workdir=workdir,
+        device=str(torch_device),
+        name="gpuplace-engine-steps",
+        extra_args=tuple(serve_args),
     )
     try:
         return measure_engine_steps(
@@ -55,12 +61,28 @@ def profile_local_engine(
             load_tokenizer(model),
             config=config,
             engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}",
-            device_kind="cpu" if device == "cpu" else "cuda",
-            device_name=(platform.processor() or platform.machine()) if device == "cpu" else device,
+            device_kind="cpu" if on_cpu else "cuda",
+            # the unit a plan names: "cpu" on a CPU, else the catalog GPU (the local target's device)
+            device_name=(platform.processor() or platform.machine()) if on_cpu else local_unit(),
             model=model,
         )
     finally:
         teardown_local(record)
+
+
+def run_engine_steps_step(
+    model: str, out: Path, *, device: str = "auto", workdir: Path | None = None
+) -> EngineStepProfile:
+    """``gpuplace profile --engine-steps`` and the ``profile_latency`` component: measure the local engine
+    and write the profile (:func:`gpuplace.profiling.engine_steps.write_engine_steps`)."""
+    import tempfile
+
+    from gpuplace.profiling.engine_steps import write_engine_steps
+
+    with tempfile.TemporaryDirectory(prefix="gpuplace-steps-") as tmp:
+        profile = profile_local_engine(model, workdir=workdir or Path(tmp), device=device)
+    write_engine_steps(profile, out)
+    return profile
 
 
 def fit_request_work_s(

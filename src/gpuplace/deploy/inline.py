@@ -222,6 +222,7 @@ def serve_and_load_test(
             startup_timeout_s=startup_timeout_s,
             name=f"{plan.deployment_name}-kfp",
             path="kubeflow",
+            serving=plan.serving,
         )
         local = record
 
@@ -266,8 +267,8 @@ def serve_and_load_test_task(
         package = str(compiled_package("orchestration_comparison"))
     # this task's inputs by the pipeline's parameter names, for the task pod's executor input
     pipeline_args = {
-        "loadtest_prompt_tokens": params.get("prompt_tokens", ""),
-        "loadtest_output_tokens": params.get("output_tokens", ""),
+        "traffic_prompt_tokens": params.get("prompt_tokens", ""),
+        "traffic_output_tokens": params.get("output_tokens", ""),
         "loadtest_max_requests": params.get("max_requests", 20),
         "rate": params.get("rate", 0.0),
         "namespace": params.get("namespace", "default"),

@@ -29,6 +29,10 @@ from gpuplace.types import DeploymentRecord, PodRecord
 
 _POLL_S = 0.25
 _STOP_GRACE_S = 10.0
+# Torch threads of the local server: half the cores (one on two), so that its intra-op threads leave room
+# for its own HTTP thread and the load tester on the same machine. The engine-step calibration and every
+# local deployment run with the same value, so a prediction and its measurement see the same engine.
+LOCAL_TORCH_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
 class ServerStartFailed(GpuplaceError):
@@ -95,7 +99,13 @@ def deploy_local(
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port(host)
     log_path = workdir / f"{name}.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": str(LOCAL_TORCH_THREADS),
+    }
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             serve_command(model_dir, host=host, port=port, device=device, extra_args=extra_args),
@@ -150,7 +160,12 @@ def deploy_local(
         created_at=datetime.fromtimestamp(created_at, UTC).isoformat(),
         pid=proc.pid,
         served_model_name=str(model_dir),
-        notes=(f"model_dir={model_dir}", f"log={log_path}", "server=transformers serve"),
+        notes=(
+            f"model_dir={model_dir}",
+            f"log={log_path}",
+            "server=transformers serve",
+            f"torch threads={LOCAL_TORCH_THREADS}",
+        ),
     )
 
 

@@ -71,6 +71,20 @@ def local_spec(record: DeploymentRecord, model: str) -> ServingSpec:
     )
 
 
+def local_engine(model: str, serving: ServingSpec | None = None) -> tuple[str, tuple[str, ...]]:
+    """``(device, engine arguments)`` of the local server for a plan: a plan for this machine carries
+    them (``transformers serve --continuous-batching`` with the engine parameters its prediction
+    assumed, on its CPU or GPU); any other plan is served by the local engine with the local target's
+    own parameters (:func:`~gpuplace.planner.engine.local_engine_params`), on CUDA when present."""
+    if serving is not None and serving.engine == "transformers":
+        return ("auto" if serving.gpus_per_replica else "cpu"), serving.args
+    from gpuplace.catalog import model_arch_from_config, resolve_model
+    from gpuplace.planner.engine import local_engine_params
+
+    arch = model_arch_from_config(model, resolve_model(model).config)
+    return "auto", tuple(local_engine_params(arch).to_transformers_serve_args())
+
+
 def serve_local(
     model: str,
     *,
@@ -78,12 +92,22 @@ def serve_local(
     name: str,
     startup_timeout_s: float,
     path: str = "",
+    serving: ServingSpec | None = None,
 ) -> DeploymentRecord:
-    """Start the local engine for ``model`` and wait until its first request succeeds."""
+    """Start the local engine for ``model`` (with the plan's ``serving`` spec when it is for this
+    machine, :func:`local_engine`) and wait until its first request succeeds."""
     from gpuplace.deploy.local import deploy_local, teardown_local
     from gpuplace.profiling.device import local_unit
 
-    record = deploy_local(model, workdir=workdir, startup_timeout_s=startup_timeout_s, name=name)
+    device, engine_args = local_engine(model, serving)
+    record = deploy_local(
+        model,
+        workdir=workdir,
+        startup_timeout_s=startup_timeout_s,
+        name=name,
+        device=device,
+        extra_args=engine_args,
+    )
     if not first_request(record.endpoint, record.served_model_name, timeout_s=FIRST_REQUEST_TIMEOUT_S):
         teardown_local(record)
         raise FirstRequestFailed(

@@ -36,8 +36,12 @@ StartServer = Callable[[str, Path, str, float], DeploymentRecord]  # (model, wor
 
 def _start_local(model: str, workdir: Path, name: str, timeout_s: float) -> DeploymentRecord:
     from gpuplace.deploy.local import deploy_local
+    from gpuplace.deploy.served import local_engine
 
-    return deploy_local(model, workdir=workdir, name=name, startup_timeout_s=timeout_s)
+    device, engine_args = local_engine(model)  # the local engine, standing in for the pod's vLLM
+    return deploy_local(
+        model, workdir=workdir, name=name, startup_timeout_s=timeout_s, device=device, extra_args=engine_args
+    )
 
 
 class LocalStandIn:

@@ -22,8 +22,8 @@ from gpuplace import labels as L
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory.cluster import quantity
 from gpuplace.planner.fragmentation import MILLI, FragmentationModel, gpuplace_key
-from gpuplace.planner.latency import TIERS
 from gpuplace.planner.placement import EPS, best_gpu_set, cpu_free_milli, fit_score, gpu_type_of, tier_of
+from gpuplace.planner.shape import TIERS
 from gpuplace.types import GpuDevice, Node
 from gpuplace.types.extender import TOPOLOGY_REQUIREMENTS, GpuRequest, NodeFit
 

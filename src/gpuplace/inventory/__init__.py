@@ -3,8 +3,9 @@
 Every source ends as one :class:`~gpuplace.types.Inventory` that the planner, the simulated control
 plane and the extender read. :func:`load_inventory` resolves a ``--inventory`` value: a bundled fleet
 name (``mixed-a100-h100-l4``, ``h100-nvlink``), a path to a fleet YAML (docs/inventory.md), an
-Alibaba node-list CSV (``*.csv``), an inventory JSON written by ``gpuplace inventory --out``, or
-``cluster`` (the current kubeconfig context). Only the cluster
+Alibaba node-list CSV (``*.csv``), an inventory JSON written by ``gpuplace inventory --out``,
+``local`` (this machine, :mod:`gpuplace.inventory.local`), or ``cluster`` (the current kubeconfig
+context). Only the cluster
 source talks to Kubernetes, and only it imports the kubernetes client (lazily, in
 :mod:`gpuplace.inventory.cluster`).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from gpuplace.catalog import GpuCatalog, load_gpu_catalog
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory.fleetfile import SCHEMA, parse_fleet, read_fleet_file, require_gpus
+from gpuplace.inventory.local import LOCAL, local_inventory
 from gpuplace.types import Inventory
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -40,6 +42,8 @@ def load_inventory(spec: str, *, catalog: GpuCatalog | None = None) -> Inventory
     :func:`gpuplace.inventory.cluster.inventory_from_cluster` to pass a client explicitly.
     """
     catalog = catalog or load_gpu_catalog()
+    if spec == LOCAL:
+        return local_inventory(catalog)
     if spec == "cluster":
         from gpuplace.inventory.cluster import inventory_from_cluster
 
@@ -63,7 +67,8 @@ def load_inventory(spec: str, *, catalog: GpuCatalog | None = None) -> Inventory
             from gpuplace.inventory.jsonfile import read_inventory_json
 
             inventory = read_inventory_json(path)
-            require_gpus(inventory, "inventory")
+            if inventory.source != LOCAL:  # this machine may have no GPU: it is planned with its CPU
+                require_gpus(inventory, "inventory")
             return inventory
         return read_fleet_file(path, catalog)
     return read_fleet_file(bundled_fleet_path(spec), catalog, source=spec)

@@ -3,8 +3,12 @@
 It runs ``llm_placement`` (with ``compare=True``, ``orchestration_comparison``) through kfp's local
 runner (``kfp.local`` with the SubprocessRunner) — the same compiled components users' tasks run,
 minus the cluster — on embedded defaults: the local device (the ``tiny`` preset on a CPU,
-``llama-3.1-8b`` on a GPU), the bundled ``mixed-a100-h100-l4`` fleet, the ``local`` serving target, a
-local MLflow store, all under one run directory. Then it reads the outputs back and summarises them.
+``llama-3.1-8b`` on a GPU) as the planning target (``inventory=local``: the profile task measures the
+local engine's step time and the plan predicts this machine's latency with it), the ``local`` serving
+target running that plan, a load test of the plan's traffic, a local MLflow store, all under one run
+directory. Then it reads the outputs back and prints predicted against measured p50/p99 TTFT and TPOT
+for the same device, with the error. The bundled ``mixed-a100-h100-l4`` fleet is planned too, after the
+pipeline, and shown as what it is: a prediction for other GPUs, not checked here.
 
 With ``--target kubernetes`` the native path deploys to the cluster of ``--kubeconfig``. The Kubeflow path
 needs a KFP backend to place its task's pod; the local runner is none, so ``--compare --target
@@ -19,8 +23,10 @@ tasks wrote is kept, and :func:`format_partial` says what was measured before th
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +43,14 @@ class MainJobConfig:
     workdir: Path = Path(".gpuplace/runs")
     model: str = ""  # "" picks tiny on CPU, llama-3.1-8b on a GPU
     device: str = "auto"
-    inventory: str = "mixed-a100-h100-l4"
+    inventory: str = ""  # "" = local for the local target, else the fleet
+    fleet: str = "mixed-a100-h100-l4"  # also planned (a prediction for its GPUs) when inventory is local
     slo_tpot_ms: float = 50.0
     slo_ttft_ms: float = 2000.0
-    rate: float = 2.0
-    max_requests: int = 20
+    rate: float = 4.0
+    prompt_tokens: str = "128"
+    output_tokens: str = "32"
+    max_requests: int = 120
     trace: str = ""
     compare: bool = False
     target: str = "local"  # or "kubernetes": deploy to the cluster of `kubeconfig`
@@ -64,6 +73,10 @@ class MainJobResult:
     report: Path  # the Markdown report a person reads first
     log: Path  # the runner's and the tasks' own output
     comparison: Comparison | None = None
+    # predicted vs measured on the device that served (empty when the plan is for another device)
+    prediction: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    fleet_plan: PlanDir | None = None  # the fleet's plan: a prediction for its GPUs, not measured here
+    fleet_note: str = ""  # why the fleet has no plan, when it has none
 
 
 def default_model(device: str) -> str:
@@ -114,6 +127,7 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
                 '--kubeconfig "$(gpuplace testenv kubeconfig)"',
             )
     model = config.model or default_model(config.device)
+    inventory = config.inventory or ("local" if config.target == "local" else config.fleet)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = (config.workdir / stamp).resolve()
     if run_dir.exists():
@@ -124,14 +138,15 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     common: dict[str, Any] = dict(
         model=model,
         profile_device=config.device,
-        inventory=config.inventory,
+        inventory=inventory,
+        measure_engine_steps=inventory == "local",
         slo_tpot_ms=config.slo_tpot_ms,
         slo_ttft_ms=config.slo_ttft_ms,
         rate=config.rate,
         namespace=config.namespace,
         kubeconfig=str(Path(config.kubeconfig).resolve()) if config.kubeconfig else "",
-        loadtest_prompt_tokens="64",
-        loadtest_output_tokens="16",
+        traffic_prompt_tokens=config.prompt_tokens,
+        traffic_output_tokens=config.output_tokens,
         loadtest_max_requests=config.max_requests,
         serving_runtime=config.runtime,
         mlflow_uri=config.mlflow_uri,
@@ -177,10 +192,11 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         os.chdir(cwd)
     outputs = next((run_dir / "kfp").iterdir())
     from gpuplace.compare.step import read_comparison
-    from gpuplace.loadtest.io import read_report
+    from gpuplace.loadtest.io import read_prediction, read_report
 
     plan = read_plan_dir(_one(outputs, "plan-placement", "plan"))
-    measured = read_report(_one(outputs, "load-test", "report"))
+    report_file = _one(outputs, "load-test", "report")
+    measured = read_report(report_file)
     comparison = None
     if config.compare:
         comparison = read_comparison(_one(outputs, "compare-paths", "comparison"))
@@ -193,7 +209,58 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     mlflow = f"mlflow ui --backend-store-uri sqlite:///{db} --default-artifact-root {artifacts}"
     if config.mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI"):
         mlflow = f"open {config.mlflow_uri or os.environ['MLFLOW_TRACKING_URI']} (experiment 'gpuplace')"
-    return MainJobResult(config, model, run_dir, outputs, plan, measured, mlflow, report, log, comparison)
+    fleet_plan, fleet_note = None, ""
+    if inventory == "local" and config.fleet:
+        fleet_plan, fleet_note = plan_fleet(config, model, run_dir / "fleet-plan", outputs)
+    return MainJobResult(
+        config,
+        model,
+        run_dir,
+        outputs,
+        plan,
+        measured,
+        mlflow,
+        report,
+        log,
+        comparison,
+        prediction=read_prediction(report_file),
+        fleet_plan=fleet_plan,
+        fleet_note=fleet_note,
+    )
+
+
+def plan_fleet(config: MainJobConfig, model: str, out: Path, outputs: Path) -> tuple[PlanDir | None, str]:
+    """The same request planned on the fleet: what the model predicts for its GPUs (with the profile,
+    which calibrates only its own GPU model — a CPU profile calibrates none). Not deployed, not measured
+    here; ``(None, why)`` when no shape of the fleet meets the SLO."""
+    from gpuplace.catalog import load_gpu_catalog
+    from gpuplace.errors import GpuplaceError
+    from gpuplace.manifests import ServingOptions
+    from gpuplace.planner import PlanRequest
+    from gpuplace.planner.step import run_plan_step
+
+    catalog = load_gpu_catalog()
+    params = {
+        "model": model,
+        "slo_tpot_ms": config.slo_tpot_ms,
+        "slo_ttft_ms": config.slo_ttft_ms,
+        "rate": config.rate,
+        "prompt_tokens": config.prompt_tokens,
+        "output_tokens": config.output_tokens,
+        "trace": config.trace,
+    }
+    try:
+        result = run_plan_step(
+            PlanRequest.from_params(params, catalog),
+            profile=_one(outputs, "profile-latency", "profile"),
+            inventory=config.fleet,
+            out=out,
+            catalog=catalog,
+            options=ServingOptions(),
+        )
+    except GpuplaceError as e:
+        return None, str(e).splitlines()[0]
+    return result.plan_dir, ""
 
 
 class PipelineFailed(CheckFailed):
@@ -260,37 +327,110 @@ def format_partial(outputs: Path) -> str:
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
-def format_summary(result: MainJobResult) -> str:
-    """The table ``gpuplace run`` prints: the chosen shape, predicted vs measured p99, cost, fragmentation."""
-    plan, measured = result.plan.plan, result.measured
+def _pct(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:+.1%}"
+
+
+def format_prediction_table(result: MainJobResult) -> list[str]:
+    """Predicted against measured p50/p99 TTFT and TPOT: with the error when the plan's prediction is
+    for the device that served (the local plan), else side by side, each labelled with its device."""
+    plan, measured, rows = result.plan.plan, result.measured, result.prediction
     pred = plan.prediction
+    served = next(iter(_served_on(result.outputs)), "")
+    if rows:
+        head = [
+            f"predicted vs measured on the same device ({plan.chosen.unit}; error = (measured − predicted)"
+            " / predicted):",
+            f"{'':17} {'predicted':>10} {'measured':>10} {'error':>9}",
+        ]
+    else:
+        head = [
+            f"predicted for {plan.chosen.unit}, measured on {served or 'an unknown device'}: different "
+            "devices, so no error is computed (docs/serving-model.md)",
+            f"{'':17} {'predicted':>10} {'measured':>10}",
+        ]
+    lines = head
+    for label, key, dist in (
+        ("p50 TTFT (ms)", "ttft_p50_s", measured.ttft.p50),
+        ("p99 TTFT (ms)", "ttft_p99_s", measured.ttft.p99),
+        ("p50 TPOT (ms)", "tpot_p50_s", measured.tpot.p50),
+        ("p99 TPOT (ms)", "tpot_p99_s", measured.tpot.p99),
+    ):
+        value = getattr(pred, key) if pred else None
+        line = f"{label:17} {ms(value, 2):>10} {ms(dist, 2):>10}"
+        if rows:
+            line += f" {_pct(rows.get(key, {}).get('error')):>9}"
+        lines.append(line)
+    return lines
+
+
+def _served_on(outputs: Path) -> list[str]:
+    from gpuplace.deploy import read_record
+
+    return [read_record(d).served_on for _, d, _ in _path_outputs(outputs) if d is not None]
+
+
+def format_fleet_plan(result: MainJobResult) -> list[str]:
+    """The fleet's plan, labelled as a prediction for other GPUs."""
+    c = result.config
+    if result.fleet_plan is None:
+        return [f"fleet {c.fleet}: no plan ({result.fleet_note})"] if result.fleet_note else []
+    plan = result.fleet_plan.plan
+    pred = plan.prediction
+    return [
+        f"fleet {c.fleet} (a prediction for {plan.chosen.unit}, another device: not deployed or measured "
+        "here)",
+        f"  would choose    {plan.chosen.label}, ${plan.cost_usd_per_month:,.0f}/month; "
+        "predicted p50/p99 TTFT "
+        f"{ms(pred.ttft_p50_s if pred else None, 1)}/{ms(pred.ttft_p99_s if pred else None, 1)} ms, "
+        f"TPOT {ms(pred.tpot_p50_s if pred else None, 2)}/{ms(pred.tpot_p99_s if pred else None, 2)} ms",
+        f"  plan            {result.fleet_plan.path}",
+    ]
+
+
+def format_summary(result: MainJobResult) -> str:
+    """The table ``gpuplace run`` prints: the chosen shape, predicted vs measured p50/p99 (with the error
+    when both are for the same device), cost, fragmentation, and the fleet's plan, labelled."""
+    plan, measured = result.plan.plan, result.measured
     c = result.config
     pipeline = "orchestration_comparison" if c.compare else "llm_placement"
+    where = (
+        "planned on this machine"
+        if plan.inventory_source == "local"
+        else f"planned on fleet {plan.inventory_source or c.fleet}"
+    )
+    traffic = plan.traffic
+    lengths = (
+        f"trace {traffic.trace}"
+        if traffic.trace
+        else f"{traffic.prompt_tokens.describe()}/{traffic.output_tokens.describe()} tokens"
+    )
     lines = [
-        f"gpuplace run: {pipeline} with model {result.model} on fleet {c.inventory}, "
-        f"{c.target} serving target",
+        f"gpuplace run: {pipeline} with model {result.model}, {where}, {c.target} serving target",
         "",
         f"chosen shape      {plan.chosen.label}   "
         f"(plan {plan.plan_id}, fit score {plan.chosen.fit_score:.3f})",
-        f"{'':17} {'predicted':>10} {'measured':>10}",
-        f"{'p99 TTFT (ms)':17} {ms(pred.ttft_p99_s if pred else None, 2):>10} {ms(measured.ttft.p99, 2):>10}",
-        f"{'p99 TPOT (ms)':17} {ms(pred.tpot_p99_s if pred else None, 2):>10} {ms(measured.tpot.p99, 2):>10}",
+        f"traffic           {lengths}, {traffic.arrival} arrivals at {plan.slo.rate_rps or 0:g} req/s",
+        *format_prediction_table(result),
         f"SLO               {plan.slo.describe()}; measured attainment {measured.slo_attainment:.0%}",
         f"requests          {measured.completed} completed, {measured.failed} failed, "
         f"goodput {measured.goodput_rps:.2f} req/s",
-        f"planned cost      ${plan.cost_usd_per_month:,.0f}/month",
-        f"planned frag.     {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs "
-        "(FGD, the fleet before → after the planned placement)",
     ]
+    if plan.inventory_source != "local":
+        lines += [
+            f"planned cost      ${plan.cost_usd_per_month:,.0f}/month",
+            f"planned frag.     {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs "
+            "(FGD, the fleet before → after the planned placement)",
+        ]
     lines += ["", *format_paths(result.outputs)]
     if result.comparison is not None:
         score = result.comparison.score
         lines.append(f"comparison        winner {score.winner or 'tie'} (margin {score.margin:.3f})")
         lines += [f"                  not scored: {c} ({why})" for c, why in score.excluded.items()]
+    fleet = format_fleet_plan(result)
+    if fleet:
+        lines += ["", *fleet]
     lines += [
-        "",
-        "Predicted latency is for the planned GPU; measured latency is the serving target's (locally:",
-        "this machine's device), so on a CPU the two differ by design (docs/placement.md, docs/serving.md).",
         "",
         f"run directory     {result.run_dir}",
         f"task outputs      {result.outputs}",

@@ -86,6 +86,7 @@ class LoadTestConfig:
     seed: int = 0
     slo: Slo = field(default_factory=Slo)
     predicted: Prediction | None = None  # the plan's prediction, when it is for the device measured
+    prediction_note: str = ""  # why the plan's prediction is not compared, when it is not
     plan_id: str = ""
     deployment_model: str = ""
     warmup: bool = True
@@ -149,6 +150,19 @@ class LoadTestConfig:
         if p["api"] not in APIS:
             raise InvalidInput("api", p["api"], f"must be one of {', '.join(APIS)}", "")
         plan_slo = planned.plan.slo if planned is not None else Slo()
+        predicted, prediction_note = None, ""
+        if planned is not None and planned.plan.prediction is not None:
+            # A prediction is checked only against a measurement on the device it is for.
+            unit = planned.plan.chosen.unit
+            served_on = deployment.served_on if deployment is not None else ""
+            if served_on and served_on == unit:
+                predicted = planned.plan.prediction
+            else:
+                prediction_note = (
+                    f"the plan's prediction is for {unit}; the requests were served on "
+                    f"{served_on or 'a device the load test does not know (no deployment record)'}: "
+                    "not compared"
+                )
         return cls(
             endpoint=endpoint.rstrip("/"),
             model=model,
@@ -165,7 +179,8 @@ class LoadTestConfig:
             request_timeout_s=timeout,
             seed=int(p["seed"]),
             slo=_merged(plan_slo, slo).with_rate(rate),
-            predicted=planned.plan.prediction if planned is not None else None,
+            predicted=predicted,
+            prediction_note=prediction_note,
             plan_id=planned.plan.plan_id if planned is not None else "",
             deployment_model=deployment_model,
             warmup=warmup,

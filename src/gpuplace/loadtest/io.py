@@ -7,6 +7,7 @@ The one module that writes and reads them; the comparison and the tracker read t
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,3 +94,23 @@ def read_report(path: str | Path, field: str = "report") -> LatencyReport:
         raise InvalidInput(field, str(p), f"is not JSON ({e.msg} at line {e.lineno})", "") from None
     except (TypeError, KeyError, AttributeError, ValueError) as e:
         raise InvalidInput(field, str(p), f"is not a valid report.json ({e})", "") from None
+
+
+def read_prediction(path: str | Path, field: str = "report") -> dict[str, dict[str, float]]:
+    """The predicted-vs-measured rows of a ``report.json`` (``{metric: {predicted_s, measured_s,
+    error}}``); empty when the plan's prediction was for another device than the one measured."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / REPORT_FILE
+    try:
+        rows = json.loads(p.read_text()).get("predicted_vs_measured") or {}
+    except (FileNotFoundError, IsADirectoryError):
+        raise InvalidInput(field, str(p), "no such file", "Give a gpuplace loadtest --out") from None
+    except (json.JSONDecodeError, AttributeError) as e:
+        raise InvalidInput(field, str(p), f"is not a valid report.json ({e})", "") from None
+    return {
+        str(k): {
+            n: math.nan if v.get(n) is None else float(v[n]) for n in ("predicted_s", "measured_s", "error")
+        }
+        for k, v in rows.items()
+    }

@@ -143,8 +143,9 @@ def run_loadtest_step(
         stop_after=stop_after,
     )
     prediction = prediction_error(result.report, config.predicted) if config.predicted else {}
-    write_outputs(out, result.records, result.report, prediction, result.endpoint_notes)
-    return LoadTestResult(result.report, result.records, prediction, result.endpoint_notes, out)
+    notes = (*result.endpoint_notes, *((config.prediction_note,) if config.prediction_note else ()))
+    write_outputs(out, result.records, result.report, prediction, notes)
+    return LoadTestResult(result.report, result.records, prediction, notes, out)
 
 
 class NothingServed(CheckFailed):

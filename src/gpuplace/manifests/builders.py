@@ -169,13 +169,14 @@ def gpu_resources(plan: PlacementPlan, inventory: Inventory) -> dict[str, str]:
 
 
 def serving_spec(plan: PlacementPlan, inventory: Inventory, options: ServingOptions) -> ServingSpec:
-    """What every replica of ``plan`` runs on a cluster: vLLM's OpenAI server with the planned shape.
-
-    The engine parameters come from the prediction (``max_num_seqs`` is the batch the prediction sized
-    memory for) and the planned traffic (``max_model_len``), so the deployment runs what was predicted.
-    """
+    """What every replica of ``plan`` runs on a cluster: vLLM's OpenAI server with the planned shape and
+    the engine parameters the prediction assumed (``plan.engine``), so the deployment runs what was
+    predicted."""
     chosen = plan.chosen
-    pred = chosen.prediction
+    if plan.engine is None:
+        raise InvalidInput(
+            "plan.engine", None, "the plan has no engine parameters to serve with", "Plan it again"
+        )
     resources = gpu_resources(plan, inventory)
     ((resource, count),) = resources.items()
     served = options.served_model_name or plan.model
@@ -183,11 +184,8 @@ def serving_spec(plan: PlacementPlan, inventory: Inventory, options: ServingOpti
         model=options.model_path or plan.model,
         served_model_name=served,
         tensor_parallel_size=chosen.tp,
-        max_model_len=plan.traffic.max_context_tokens,
-        max_num_seqs=max(1, pred.max_batch if pred is not None else 16),
-        # A time-sliced GPU's memory is shared with its other tenants.
-        gpu_memory_utilization=float(f"{0.9 * (chosen.share if chosen.kind == 'shared' else 1.0):.3g}"),
         port=PORT,
+        engine_args=plan.engine.to_vllm_args(),
     )
     return ServingSpec(
         engine="vllm",
@@ -203,6 +201,7 @@ def serving_spec(plan: PlacementPlan, inventory: Inventory, options: ServingOpti
         gpu_share=chosen.share if chosen.kind == "shared" else 1.0,
         replicas=plan.replicas,
         port=PORT,
+        engine_params=plan.engine,
     )
 
 

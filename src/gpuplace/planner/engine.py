@@ -23,9 +23,9 @@ local target (``ContinuousBatchingConfig`` defaults in transformers 5.x).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gpuplace.planner.latency import RUNTIME_OVERHEAD_GIB, SERVING_DTYPE_BYTES
+from gpuplace.planner.shape import RUNTIME_OVERHEAD_GIB, SERVING_DTYPE_BYTES
 from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu
 from gpuplace.types import GpuSpec, ModelArch
 from gpuplace.types.engine import EngineParams
@@ -110,6 +110,38 @@ def _max_model_len(arch: ModelArch, capacity_tokens: int, block_size: int) -> tu
     return limit, "the model's max_position_embeddings (vLLM's default)"
 
 
+def vllm_batch_defaults(spec: GpuSpec, memory_gib: float) -> tuple[int, int, str]:
+    """``(max_num_batched_tokens, max_num_seqs, why)`` that ``vllm serve`` picks on this device."""
+    # vLLM asks the device it runs on: a MIG slice reports its own memory, not its GPU's
+    big = memory_gib >= 70 and "a100" not in spec.name.lower()
+    why = f"vLLM {VLLM_VERSION} EngineArgs.get_batch_defaults (OpenAI server): " + (
+        "≥ 70 GiB and not an A100" if big else "below 70 GiB or an A100"
+    )
+    return (8192, 1024, why) if big else (2048, 256, why)
+
+
+def vllm_kv_budget(
+    arch: ModelArch,
+    spec: GpuSpec,
+    tp: int = 1,
+    *,
+    memory_gib: float | None = None,
+    gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION,
+) -> KvBudget:
+    """The KV-cache budget of one GPU of a ``vllm serve`` replica of ``arch`` on ``tp`` × ``spec``."""
+    memory = spec.memory_gib if memory_gib is None else memory_gib
+    batched, seqs, _ = vllm_batch_defaults(spec, memory)
+    return kv_cache_blocks(
+        arch,
+        memory,
+        tp,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=VLLM_BLOCK_SIZE,
+        max_num_batched_tokens=batched,
+        max_num_seqs=seqs,
+    )
+
+
 def vllm_engine_params(
     arch: ModelArch,
     spec: GpuSpec,
@@ -124,20 +156,8 @@ def vllm_engine_params(
     negative ``num_gpu_blocks`` is refused by :class:`EngineParams`: the weights do not fit.
     """
     memory = spec.memory_gib if memory_gib is None else memory_gib
-    big = spec.memory_gib >= 70 and "a100" not in spec.name.lower()
-    batched, seqs = (8192, 1024) if big else (2048, 256)
-    why = f"vLLM {VLLM_VERSION} EngineArgs.get_batch_defaults (OpenAI server): " + (
-        "≥ 70 GiB and not an A100" if big else "below 70 GiB or an A100"
-    )
-    budget = kv_cache_blocks(
-        arch,
-        memory,
-        tp,
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=VLLM_BLOCK_SIZE,
-        max_num_batched_tokens=batched,
-        max_num_seqs=seqs,
-    )
+    batched, seqs, why = vllm_batch_defaults(spec, memory)
+    budget = vllm_kv_budget(arch, spec, tp, memory_gib=memory, gpu_memory_utilization=gpu_memory_utilization)
     max_len, len_why = _max_model_len(arch, budget.blocks * VLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE)
     return EngineParams(
         max_num_batched_tokens=batched,
@@ -151,7 +171,8 @@ def vllm_engine_params(
             "max_num_batched_tokens": why,
             "max_num_seqs": why,
             "block_size": f"vLLM {VLLM_VERSION} CacheConfig.block_size default on CUDA",
-            "gpu_memory_utilization": f"vLLM {VLLM_VERSION} CacheConfig.gpu_memory_utilization default",
+            "gpu_memory_utilization": f"vLLM {VLLM_VERSION} CacheConfig.gpu_memory_utilization default"
+            + ("" if gpu_memory_utilization == VLLM_GPU_MEMORY_UTILIZATION else ", × the time-sliced share"),
             "max_model_len": len_why,
             "enable_chunked_prefill": "always on in vLLM's V1 engine",
             "num_gpu_blocks": budget.describe() + f" on {spec.name}, TP={tp}",
@@ -164,6 +185,9 @@ TRANSFORMERS_PAGE_SIZE = 256
 TRANSFORMERS_MAX_BATCH_TOKENS = 8192
 TRANSFORMERS_MAX_REQUESTS = 1024
 TRANSFORMERS_CPU_MEMORY_PERCENT = 0.6
+# The local target's KV cache, pinned: transformers' default takes 60% of a CPU's free memory, which a
+# shared machine cannot spare; 256 pages of 256 tokens hold 64k tokens, far more than a local load test.
+LOCAL_KV_BLOCKS = 256
 
 
 def transformers_engine_params(
@@ -209,3 +233,13 @@ def transformers_engine_params(
             "num_gpu_blocks": blocks_why,
         },
     )
+
+
+def local_engine_params(arch: ModelArch, num_blocks: int = LOCAL_KV_BLOCKS) -> EngineParams:
+    """The local target's engine: ``transformers serve --continuous-batching`` with its own defaults and
+    the KV cache pinned to ``num_blocks`` pages; the engine-step profile is measured with these, the
+    local plan simulates them and the local server is started with them."""
+    params = transformers_engine_params(arch, 0.0, num_blocks=num_blocks)
+    sources = dict(params.sources)
+    sources["num_gpu_blocks"] = f"--cb-num-blocks {num_blocks}: pinned by gpuplace (LOCAL_KV_BLOCKS)"
+    return replace(params, sources=sources)

@@ -6,13 +6,15 @@ per rate and finds the fewest replicas that meet the SLO (searching up from the 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpuplace.planner.engine_sim import simulate
 from gpuplace.planner.steptime import StepTimeModel
 from gpuplace.types.engine import EngineParams, ServingPrediction
-from gpuplace.workload import LengthDist, RequestSpec, synthetic
+from gpuplace.types.workload import Traffic
+from gpuplace.workload import LengthDist, RequestSpec, arrival_times, synthetic
 
 
 def fluid_capacity_rps(
@@ -47,7 +49,11 @@ def fluid_capacity_rps(
 
 @dataclass(frozen=True, slots=True)
 class TrafficShape:
-    """The traffic one replica sees, up to its rate: lengths, arrival process and sample size."""
+    """The traffic one replica sees, up to its rate: lengths, arrival process and sample size.
+
+    Lengths come from the two distributions, or, when ``lengths`` holds (prompt, output) rows (a
+    trace's length mix), from those rows drawn with replacement; arrivals are the process at the rate.
+    """
 
     prompt_tokens: LengthDist
     output_tokens: LengthDist
@@ -55,19 +61,57 @@ class TrafficShape:
     burstiness: float = 1.0
     requests: int = 2000
     seed: int = 0
+    lengths: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(
+        cls, traffic: Traffic, lengths: Sequence[tuple[int, int]] = (), *, requests: int = 2000
+    ) -> TrafficShape:
+        """The plan's traffic (its length distributions, or ``lengths`` read from its trace)."""
+        return cls(
+            traffic.prompt_tokens,
+            traffic.output_tokens,
+            traffic.arrival,
+            traffic.burstiness,
+            requests=requests,
+            lengths=tuple((int(p), int(o)) for p, o in lengths),
+        )
+
+    @property
+    def max_context_tokens(self) -> int:
+        """Prompt plus output tokens of the longest request this traffic makes."""
+        if self.lengths:
+            return max(p + o for p, o in self.lengths)
+        return self.prompt_tokens.upper + self.output_tokens.upper
+
+    def describe(self) -> str:
+        if self.lengths:
+            mean_p = sum(p for p, _ in self.lengths) / len(self.lengths)
+            mean_o = sum(o for _, o in self.lengths) / len(self.lengths)
+            what = f"a trace's length mix ({len(self.lengths)} rows, mean {mean_p:.0f}/{mean_o:.0f} tokens)"
+        else:
+            what = f"{self.prompt_tokens.describe()}/{self.output_tokens.describe()} tokens"
+        return f"{what}, {self.process} arrivals"
 
     def at_rate(self, rate_rps: float) -> list[RequestSpec]:
         # The same seed at every rate: arrival gaps scale exactly with 1/rate (common random numbers),
         # so predictions are monotone in the rate and a search over replica counts is consistent.
-        return synthetic(
-            self.requests,
-            self.prompt_tokens,
-            self.output_tokens,
-            rate=rate_rps,
-            process=self.process,
-            burstiness=self.burstiness,
-            seed=self.seed,
+        if not self.lengths:
+            return synthetic(
+                self.requests,
+                self.prompt_tokens,
+                self.output_tokens,
+                rate=rate_rps,
+                process=self.process,
+                burstiness=self.burstiness,
+                seed=self.seed,
+            )
+        times = arrival_times(
+            self.requests, rate_rps, process=self.process, burstiness=self.burstiness, seed=self.seed
         )
+        rng = random.Random(self.seed + 1)
+        rows = [self.lengths[rng.randrange(len(self.lengths))] for _ in range(self.requests)]
+        return [RequestSpec(i, t, p, o) for i, (t, (p, o)) in enumerate(zip(times, rows, strict=True))]
 
 
 class ReplicaModel:

@@ -39,6 +39,10 @@ class PlanRequest:
     max_tp: int = 8
     max_replicas: int = 512
     breach_penalty_usd: float = 0.0
+    # (prompt, output) tokens of the rows of ``traffic.trace``, read at the edge (the planner reads no
+    # file); the serving model draws its lengths from them
+    trace_lengths: tuple[tuple[int, int], ...] = ()
+    simulated_requests: int = 2000  # requests per simulation of one replica (docs/serving-model.md)
 
     def __post_init__(self) -> None:
         self.slo.require(
@@ -55,6 +59,14 @@ class PlanRequest:
             )
         if self.max_tp < 1 or self.max_replicas < 1:
             raise InvalidInput("max_tp/max_replicas", (self.max_tp, self.max_replicas), "must be at least 1")
+        if self.simulated_requests < 50:
+            raise InvalidInput(
+                "simulated_requests", self.simulated_requests, "must be at least 50", "The default is 2000"
+            )
+        if self.traffic.trace and not self.trace_lengths:
+            raise InvalidInput(
+                "trace", self.traffic.trace, "was not read", "Pass its rows' lengths as trace_lengths"
+            )
         if self.breach_penalty_usd < 0:
             raise InvalidInput("breach_penalty_usd", self.breach_penalty_usd, "must not be negative")
         for name, price in self.prices_usd_per_hour.items():
@@ -62,9 +74,15 @@ class PlanRequest:
                 raise InvalidInput(f"price[{name}]", price, "must be a non-negative number")
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any], catalog: GpuCatalog) -> PlanRequest:
+    def from_params(
+        cls,
+        params: Mapping[str, Any],
+        catalog: GpuCatalog,
+        trace_lengths: Sequence[tuple[int, int]] = (),
+    ) -> PlanRequest:
         """From the edges' spelling (``gpuplace plan`` flags and the ``plan_placement`` component's
-        parameters share these names): SLO in milliseconds, comma lists, ``GPU=USD`` prices."""
+        parameters share these names): SLO in milliseconds, comma lists, ``GPU=USD`` prices; a ``trace``
+        comes with its rows' (prompt, output) lengths, read by the caller."""
         prices = params.get("prices") or {}
         if not isinstance(prices, Mapping):
             prices = _parse_prices(prices)
@@ -77,7 +95,12 @@ class PlanRequest:
                 tpot_p99_s=_seconds(params.get("slo_tpot_ms")),
                 rate_rps=None if params.get("rate") is None else float(params["rate"]),
             ),
-            traffic=Traffic.parse(params.get("prompt_tokens") or 512, params.get("output_tokens") or 128),
+            traffic=Traffic.parse(
+                params.get("prompt_tokens") or 512,
+                params.get("output_tokens") or 128,
+                trace=str(params.get("trace") or ""),
+            ),
+            trace_lengths=tuple(trace_lengths),
             deployment_name=str(params.get("name") or ""),
             fit_threshold=float(params.get("fit_threshold", 0.85)),
             prices_usd_per_hour={catalog.get(n, field="prices").name: float(v) for n, v in prices.items()},

@@ -2,11 +2,14 @@
 that can be placed, and place its replicas. A pure, deterministic function of its arguments.
 
 Shapes are GPU model × {whole GPU with tensor-parallel degree 1/2/4/8, MIG profile, time-sliced share}
-× replicas. For each shape the fewest replicas that meet the SLO are found by bisection (latency only
-falls as replicas are added); the shape is rejected with its reason and its closest miss otherwise.
-Feasible shapes are tried cheapest first (then whole < MIG < shared, GPU name, TP) until one places all
-replicas with every GPU-fit score at or above the threshold. :class:`NoFeasiblePlacement` lists every
-rejected shape when none does.
+× replicas (:mod:`gpuplace.planner.shapes`). Each shape is priced by the serving model
+(:mod:`gpuplace.planner.evaluate`: vLLM's engine parameters, a roofline step time at efficiencies from a
+profile of the same GPU model or the GPU-class defaults, a simulation of one replica under the plan's
+traffic), which finds the fewest replicas meeting the SLO or rejects the shape with its reason and its
+closest miss. Feasible shapes are tried cheapest first (then whole < MIG < shared, GPU name, TP) until
+one places all replicas with every GPU-fit score at or above the threshold, each replica predicted on
+the link tier its GPU set really has. :class:`NoFeasiblePlacement` lists every rejected shape when none
+does.
 """
 
 from __future__ import annotations
@@ -14,250 +17,32 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
+from dataclasses import asdict, replace
 
 from gpuplace.catalog import GpuCatalog
+from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
+from gpuplace.planner.evaluate import ServingModels
 from gpuplace.planner.fragmentation import FragmentationModel, mix_to_json
-from gpuplace.planner.latency import GPU_MEMORY_UTILIZATION, Calibration, Shape, calibrate, predict
-from gpuplace.planner.placement import EPS, FleetState, best_gpu_set, choose, fit_score, tier_of
+from gpuplace.planner.placement import FleetState, choose, fit_score
 from gpuplace.planner.request import KINDS, PlanRequest
-from gpuplace.types import GpuSpec, Inventory, LatencyProfile, Node
-from gpuplace.types.plan import (
-    Candidate,
-    NoFeasiblePlacement,
-    Placement,
-    PlacementPlan,
-    Prediction,
-    Slo,
-)
+from gpuplace.planner.shape import SERVING_DTYPE_BYTES
+from gpuplace.planner.shapes import ShapeSpec, enumerate_shapes, slug, usable_nodes
+from gpuplace.types import Inventory, LatencyProfile, ModelArch, Node
+from gpuplace.types.engine import EngineParams
+from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan, Prediction, Slo
 from gpuplace.units import HOURS_PER_MONTH
 
-TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
-
-
-def slug(text: str) -> str:
-    """A DNS-1123 label from a model name (lower case, '-' separated, ≤ 63 characters)."""
-    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return re.sub(r"-+", "-", s)[:50].strip("-") or "model"
-
-
-def usable_nodes(inventory: Inventory, tolerated: Sequence[str]) -> tuple[Node, ...]:
-    """Nodes whose hard taints the serving pods tolerate."""
-    return tuple(
-        n
-        for n in inventory.nodes
-        if all(t.effect == "PreferNoSchedule" or t.key in tolerated for t in n.taints)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _ShapeSpec:
-    spec: GpuSpec
-    kind: str
-    tp: int = 1
-    mig_profile: str = ""
-    share: float = 1.0
-    memory_gib: float = 0.0
-    units: int = 0  # replicas of this shape the fleet has room for
-    link: str = "single"
-
-    def shape(self, link: str | None = None) -> Shape:
-        if self.kind == "mig":
-            mig = next(m for m in self.spec.mig_profiles if m.name == self.mig_profile)
-            return Shape(
-                self.spec,
-                1,
-                bandwidth_share=mig.memory_slices / max(self.spec.memory_slices, 1),
-                compute_share=mig.compute_slices / max(self.spec.compute_slices, 1),
-                memory_gib=mig.memory_gib,
-            )
-        if self.kind == "shared":
-            return Shape(self.spec, 1, self.share, self.share, self.memory_gib * self.share, shared=True)
-        return Shape(self.spec, self.tp, memory_gib=self.memory_gib, link=link or self.link)
-
-    def price(self, prices: Mapping[str, float]) -> float:
-        per_gpu = prices.get(self.spec.name, self.spec.price_usd_per_hour)
-        if self.kind == "mig":
-            mig = next(m for m in self.spec.mig_profiles if m.name == self.mig_profile)
-            return per_gpu * mig.compute_slices / max(self.spec.compute_slices, 1)
-        if self.kind == "shared":
-            return per_gpu * self.share
-        return per_gpu * self.tp
-
-
-def _enumerate(
-    nodes: Sequence[Node], catalog: GpuCatalog, request: PlanRequest, cal: Calibration
-) -> tuple[list[_ShapeSpec], list[Candidate]]:
-    shapes: list[_ShapeSpec] = []
-    rejected: list[Candidate] = []
-    models = sorted({g.gpu for n in nodes for g in n.gpus if g.gpu})
-    for name in models:
-        if request.gpus and name not in request.gpus:
-            continue
-        spec = catalog.get(name, field="inventory gpu")
-        if "whole" in request.kinds:
-            per_node = [
-                [g for g in n.gpus if g.gpu == name and not g.mig_profile and g.allocated <= EPS]
-                for n in nodes
-                if n.gpu_sharing <= 1
-            ]
-            memory = min((g.memory_gib for free in per_node for g in free), default=spec.memory_gib)
-            for tp in TP_DEGREES:
-                if tp > request.max_tp:
-                    continue
-                units = sum(len(free) // tp for free in per_node)
-                if cal.arch.num_attention_heads % tp or (
-                    cal.arch.num_kv_heads % tp and tp % cal.arch.num_kv_heads
-                ):
-                    rejected.append(
-                        Candidate(
-                            name,
-                            "whole",
-                            tp,
-                            0,
-                            reason=f"{cal.arch.num_attention_heads} attention heads "
-                            f"and {cal.arch.num_kv_heads} KV heads do not split over TP={tp}",
-                        )
-                    )
-                    continue
-                if units == 0:
-                    if tp == 1 or any(len(f) >= tp // 2 for f in per_node):
-                        rejected.append(
-                            Candidate(name, "whole", tp, 0, reason=f"no node has {tp} free {name}")
-                        )
-                    continue
-                sets = [best_gpu_set(free, tp) for free in per_node if len(free) >= tp]
-                link = min(
-                    (tier_of(s) for s in sets if s),
-                    key=lambda t: ("single", "nvlink", "pcie-switch", "numa", "cross-numa").index(t),
-                )
-                shapes.append(_ShapeSpec(spec, "whole", tp, memory_gib=memory, units=units, link=link))
-        if "mig" in request.kinds:
-            free_slices: dict[str, int] = {}
-            for n in nodes:
-                for g in n.gpus:
-                    if g.gpu == name and g.mig_profile and g.allocated <= EPS:
-                        free_slices[g.mig_profile] = free_slices.get(g.mig_profile, 0) + 1
-            for profile, count in sorted(free_slices.items()):
-                mig = next(m for m in spec.mig_profiles if m.name == profile)
-                shapes.append(
-                    _ShapeSpec(spec, "mig", 1, profile, memory_gib=mig.memory_gib, units=count, link="mig")
-                )
-        if "shared" in request.kinds:
-            for sharing in sorted({n.gpu_sharing for n in nodes if n.gpu_sharing > 1}):
-                share = 1 / sharing
-                units = sum(
-                    int((1 - g.allocated) * sharing + EPS)
-                    for n in nodes
-                    if n.gpu_sharing == sharing
-                    for g in n.gpus
-                    if g.gpu == name and not g.mig_profile
-                )
-                if units:
-                    shapes.append(
-                        _ShapeSpec(
-                            spec,
-                            "shared",
-                            1,
-                            share=share,
-                            memory_gib=spec.memory_gib,
-                            units=units,
-                            link="shared",
-                        )
-                    )
-    return shapes, rejected
-
-
-def _ratios(pred: Prediction, slo: Slo, usable_gib: float) -> tuple[float, float, float]:
-    return (
-        pred.tpot_p99_s / slo.bound("tpot_p99_s"),
-        pred.ttft_p99_s / slo.bound("ttft_p99_s"),
-        pred.memory_per_gpu_gib / usable_gib if usable_gib > 0 else math.inf,
-    )
-
-
-def _locality(shape: _ShapeSpec) -> str:
-    return shape.link if shape.kind == "whole" else "mig" if shape.kind == "mig" else "shared"
-
-
-def _evaluate(shape: _ShapeSpec, cal: Calibration, request: PlanRequest) -> Candidate:
-    slo = request.slo
-    usable_gib = shape.shape().memory_gib * GPU_MEMORY_UTILIZATION
-    price = shape.price(request.prices_usd_per_hour)
-    top = min(shape.units, request.max_replicas)
-
-    def ok(r: int) -> tuple[bool, Prediction]:
-        pred = predict(cal, shape.shape(), slo, request.traffic, r)
-        lat, ttft, mem = _ratios(pred, slo, usable_gib)
-        ideal_fit = fit_score(max(lat, ttft), mem, _locality(shape), 0.0, 1.0)
-        return pred.stable and max(lat, ttft, mem) <= 1 and ideal_fit >= request.fit_threshold, pred
-
-    base = Candidate(
-        shape.spec.name,
-        shape.kind,
-        shape.tp,
-        0,
-        mig_profile=shape.mig_profile,
-        share=shape.share,
-        interconnect=shape.link,
-        memory_available_gib=usable_gib,
-    )
-    good, pred = ok(top)
-    if not good:
-        lat, ttft, mem = _ratios(pred, slo, usable_gib)
-        reasons = []
-        if not pred.stable:
-            reasons.append(f"saturated: {top} replica(s) cannot keep up with {slo.bound('rate_rps'):g} req/s")
-        if mem > 1:
-            reasons.append(f"needs {pred.memory_per_gpu_gib:.1f} GiB per GPU, {usable_gib:.1f} usable")
-        if pred.stable and lat > 1:
-            reasons.append(f"p99 TPOT {pred.tpot_p99_s * 1e3:.1f} ms > {slo.bound('tpot_p99_s') * 1e3:g} ms")
-        if pred.stable and ttft > 1:
-            reasons.append(f"p99 TTFT {pred.ttft_p99_s * 1e3:.0f} ms > {slo.bound('ttft_p99_s') * 1e3:g} ms")
-        if not reasons:
-            best_fit = fit_score(max(lat, ttft), mem, _locality(shape), 0.0, 1.0)
-            reasons.append(
-                f"best fit score {best_fit:.2f} < {request.fit_threshold:g} (latency at {max(lat, ttft):.0%} "
-                f"of the SLO, memory {mem:.0%} used, {_locality(shape)})"
-            )
-        miss = max(lat, ttft, mem) if pred.stable else math.inf
-        return replace(
-            base,
-            replicas=top,
-            prediction=pred,
-            cost_usd_per_hour=price * top,
-            reason="; ".join(reasons) + f" with all {top} available",
-            miss=miss,
-        )
-    lo, hi = 1, top  # smallest r with ok(r): ok is monotone in r
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(mid)[0]:
-            hi = mid
-        else:
-            lo = mid + 1
-    pred = ok(lo)[1]
-    lat, ttft, mem = _ratios(pred, slo, usable_gib)
-    return replace(
-        base,
-        replicas=lo,
-        prediction=pred,
-        cost_usd_per_hour=price * lo,
-        verdict="feasible",
-        reason="meets the SLO",
-        miss=max(lat, ttft, mem),
-    )
+__all__ = ["breach_cost_usd_per_month", "plan_id_of", "plan_placement", "slug", "usable_nodes"]
 
 
 def _place(
     cand: Candidate,
-    shape: _ShapeSpec,
+    shape: ShapeSpec,
     state: FleetState,
     usable: Sequence[Node],
-    cal: Calibration,
+    models: ServingModels,
     request: PlanRequest,
     *,
     use_fragmentation: bool = True,
@@ -278,16 +63,11 @@ def _place(
         )
         if got is None:
             return (), f"placement: no room for replica {i + 1} of {cand.replicas}"
-        pred = predict(
-            cal,
-            shape.shape(got.interconnect if cand.kind == "whole" else None),
-            request.slo,
-            request.traffic,
-            cand.replicas,
-        )
-        lat, ttft, mem = _ratios(pred, request.slo, cand.memory_available_gib)
+        # the replica's own GPU set: its link tier may be worse than the shape's best (cached per tier)
+        link = got.interconnect if cand.kind == "whole" else shape.link
+        pred, latency, mem = models.prediction(shape, link, cand.replicas)
         demand = cand.tp if cand.kind == "whole" else cand.share if cand.kind == "shared" else 1.0
-        score = fit_score(max(lat, ttft), mem, got.interconnect, got.frag_delta, demand)
+        score = fit_score(latency, mem, got.interconnect, got.frag_delta, demand)
         if score + 1e-12 < request.fit_threshold:
             return (
                 (),
@@ -332,16 +112,23 @@ def breach_cost_usd_per_month(pred: Prediction, slo: Slo, penalty_usd: float) ->
 
 
 def plan_id_of(
-    profile: LatencyProfile, inventory: Inventory, request: PlanRequest, catalog: GpuCatalog
+    arch: ModelArch,
+    inventory: Inventory,
+    request: PlanRequest,
+    catalog: GpuCatalog,
+    *,
+    efficiency_version: str = "",
+    profile: LatencyProfile | None = None,
 ) -> str:
     """A hash of everything the plan depends on: same inputs, same id."""
     inputs = {
-        "model": asdict(profile.model),
+        "model": asdict(arch),
         "results": [
             (asdict(r.point), r.ok, r.prefill.p50, r.prefill.p99, r.tpot.p50, r.tpot.p99, r.mbu, r.mfu)
-            for r in profile.results
+            for r in (profile.results if profile is not None else ())
         ],
-        "device": profile.device.name,
+        "device": profile.device.name if profile is not None else "",
+        "efficiency": efficiency_version,
         "nodes": [
             (n.name, n.taints, n.gpu_sharing, n.mig_strategy, n.zone, [asdict(g) for g in n.gpus])
             for n in inventory.nodes
@@ -361,32 +148,62 @@ def _fix_text(rejected: Sequence[Candidate], request: PlanRequest) -> str:
         tips.append("lower the rate or free/add GPUs")
     if request.gpus or len(request.kinds) < len(KINDS):
         tips.append("allow more GPU models or shapes (--gpus, --kinds)")
-    if any("GiB" in c.reason for c in rejected):
+    if any("GiB" in c.reason or "KV cache" in c.reason for c in rejected):
         tips.append("use larger GPUs or a higher TP degree")
     if any("fit score" in c.reason for c in rejected):
         tips.append(f"lower --fit-threshold (now {request.fit_threshold:g})")
     return ", ".join(tips or ["add GPUs to the inventory"]) + "."
 
 
+def _fits_nowhere(arch: ModelArch, rejected: Sequence[Candidate]) -> str:
+    """A sentence when the weights fit no shape the fleet offers, even at its largest TP degree."""
+    offered = [c for c in rejected if c.reason.startswith("weights do not fit")]
+    if not offered or any(c.prediction is not None for c in rejected):
+        return ""
+    largest = max(c.tp for c in offered)
+    gib = arch.num_params * SERVING_DTYPE_BYTES / 2**30
+    return (
+        f"The weights of {arch.name} ({gib:.0f} GiB in bf16) fit no GPU shape of this fleet, even at its "
+        f"largest tensor-parallel degree (TP={largest}): use GPUs with more memory or nodes with more free "
+        "GPUs. "
+    )
+
+
 def plan_placement(
-    profile: LatencyProfile, inventory: Inventory, catalog: GpuCatalog, request: PlanRequest
+    arch: ModelArch,
+    inventory: Inventory,
+    catalog: GpuCatalog,
+    request: PlanRequest,
+    *,
+    efficiency: EfficiencyTable,
+    profile: LatencyProfile | None = None,
 ) -> PlacementPlan:
-    """The cheapest placement meeting ``request.slo``; raises :class:`NoFeasiblePlacement` if none does."""
-    if profile.model.name != request.model:
+    """The cheapest placement meeting ``request.slo``; raises :class:`NoFeasiblePlacement` if none does.
+
+    ``efficiency`` is the GPU-class defaults table (:func:`gpuplace.catalog.efficiency.
+    load_efficiency_table`, loaded once by the caller); ``profile``, when given, calibrates the
+    efficiencies of its own GPU model only (a CPU profile calibrates none).
+    """
+    if profile is not None:
+        if profile.model.name != request.model:
+            raise InvalidInput(
+                "model",
+                request.model,
+                f"the profile is of model {profile.model.name!r}",
+                f"Profile {request.model!r} first, or plan for --model {profile.model.name}",
+            )
+        if not profile.ok_results:
+            raise InvalidInput(
+                "profile", profile.model.name, "has no successful sweep point", "Re-run the profile"
+            )
+    if arch.name != request.model:
         raise InvalidInput(
-            "model",
-            request.model,
-            f"the profile is of model {profile.model.name!r}",
-            f"Profile {request.model!r} first, or plan for --model {profile.model.name}",
+            "model", request.model, f"the model architecture given is {arch.name!r}", "Plan one model"
         )
-    if not profile.ok_results:
-        raise InvalidInput(
-            "profile", profile.model.name, "has no successful sweep point", "Re-run the profile"
-        )
-    cal = calibrate(profile)
+    models = ServingModels(arch, request, efficiency, profile)
     usable = usable_nodes(inventory, request.tolerated_taints)
-    shapes, rejected = _enumerate(usable, catalog, request, cal)
-    evaluated = [(_evaluate(s, cal, request), s) for s in shapes]
+    shapes, rejected = enumerate_shapes(usable, catalog, request, arch)
+    evaluated = [(models.evaluate(s), s) for s in shapes]
     rejected += [c for c, _ in evaluated if c.verdict == "rejected"]
     order = {k: i for i, k in enumerate(KINDS)}
     feasible = sorted(
@@ -402,14 +219,14 @@ def plan_placement(
     )
     frag = FragmentationModel(request.task_mix)
     before = FleetState.of(inventory.nodes, frag).fleet_fragmentation()
-    chosen: tuple[Candidate, _ShapeSpec, tuple[Placement, ...], FleetState] | None = None
+    chosen: tuple[Candidate, ShapeSpec, tuple[Placement, ...], FleetState] | None = None
     final: list[Candidate] = []
     for cand, shape in feasible:
         if chosen is not None:
             final.append(cand)
             continue
         state = FleetState.of(inventory.nodes, frag)
-        placements, why = _place(cand, shape, state, usable, cal, request)
+        placements, why = _place(cand, shape, state, usable, models, request)
         if not placements:
             cand = replace(cand, verdict="rejected", reason=why)
             rejected.append(cand)
@@ -419,11 +236,12 @@ def plan_placement(
         chosen = (cand, shape, placements, state)
         final.append(cand)
     if chosen is None:
-        raise NoFeasiblePlacement(request.slo, tuple(rejected), _fix_text(rejected, request))
+        fix = _fits_nowhere(arch, rejected) + _fix_text(rejected, request)
+        raise NoFeasiblePlacement(request.slo, tuple(rejected), fix)
     cand, shape, placements, state = chosen
     # The same shape placed again without the fragmentation criterion: what FGD changed in this plan.
     plain = FleetState.of(inventory.nodes, frag)
-    plain_placements, plain_why = _place(cand, shape, plain, usable, cal, request, use_fragmentation=False)
+    plain_placements, plain_why = _place(cand, shape, plain, usable, models, request, use_fragmentation=False)
     workload = {
         "source": request.task_mix_source,
         "tasks": request.task_mix_tasks,
@@ -441,8 +259,12 @@ def plan_placement(
         },
     }
     all_candidates = tuple(final) + tuple(c for c in rejected if c not in final)
-    pid = plan_id_of(profile, inventory, request, catalog)
+    pid = plan_id_of(
+        arch, inventory, request, catalog, efficiency_version=efficiency.version, profile=profile
+    )
     assert cand.prediction is not None
+    engine = models.engine(shape)
+    assert isinstance(engine, EngineParams)
     tradeoff = []
     for kind in KINDS:
         of_kind = [c for c in all_candidates if c.kind == kind and c.prediction is not None]
@@ -471,11 +293,13 @@ def plan_placement(
         fragmentation_after=round(state.fleet_fragmentation(), 9),
         fit_threshold=request.fit_threshold,
         inventory_source=inventory.source,
-        profile_device=profile.device.name,
-        notes=cal.notes + inventory.warnings,
+        profile_device=profile.device.name if profile is not None else "",
+        notes=models.notes + inventory.warnings,
         sla_breach_cost_usd_per_month=breach_cost_usd_per_month(
             cand.prediction, request.slo, request.breach_penalty_usd
         ),
         tradeoff=tuple(tradeoff),
+        traffic=request.traffic,
+        engine=engine,
         fragmentation_workload=workload,
     )

@@ -1,8 +1,10 @@
 """The plan step as ``gpuplace plan`` and the ``plan_placement`` component run it: files in, plan dir out.
 
-Reads the profile and the inventory, plans (:func:`gpuplace.planner.plan_placement`, pure), attaches the
-serving spec every path will run, renders the manifests from it and writes the plan directory through
-:mod:`gpuplace.plandir`; returns what the callers print or log. The planner's only contact with files.
+Reads the optional profile, the inventory (or, for ``local``, the local engine's measured steps), the
+trace's lengths and the efficiency defaults, plans (:func:`gpuplace.planner.plan_placement` or
+:func:`gpuplace.planner.plan_local`, pure), attaches the serving spec every path will run, renders the
+manifests from it and writes the plan directory through :mod:`gpuplace.plandir`; returns what the
+callers print or log. The planner's only contact with files.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ TRACE_POD_LIST = "openb_pod_list_default.csv"
 if TYPE_CHECKING:
     from gpuplace.catalog import GpuCatalog
     from gpuplace.manifests import ServingOptions
+    from gpuplace.planner.local import LocalTarget
     from gpuplace.planner.request import PlanRequest
+    from gpuplace.types import Inventory, LatencyProfile, ModelArch
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,38 +98,97 @@ def plan_workload(inventory: str, task_mix: str = "", workload: str = "") -> Fle
     )
 
 
+LOCAL_INVENTORY = "local"
+
+
+def trace_lengths(path: str) -> tuple[tuple[int, int], ...]:
+    """(prompt, output) tokens of every row of a trace (:func:`gpuplace.workload.read_trace`)."""
+    from gpuplace.workload import read_trace
+
+    return tuple((r.prompt_tokens, r.output_tokens) for r in read_trace(path))
+
+
+def model_arch(model: str, profile: LatencyProfile | None) -> ModelArch:
+    """The architecture to plan: the profile's, else the preset's (or config.json's, model dir's)."""
+    if profile is not None:
+        return profile.model
+    from gpuplace.catalog import model_arch_from_config, resolve_model
+
+    return model_arch_from_config(model, resolve_model(model).config)
+
+
+def local_target(engine_steps: Path | None, arch: ModelArch, machine: Inventory) -> LocalTarget:
+    """This machine (``machine``, the local inventory) as a planning target, from the local engine's
+    measured steps."""
+    from gpuplace.planner import LocalTarget
+    from gpuplace.planner.engine import local_engine_params
+    from gpuplace.profiling.engine_steps import read_engine_steps
+
+    if engine_steps is None:
+        raise InvalidInput(
+            "engine_steps",
+            None,
+            "--inventory local plans with the local engine's measured step time",
+            f"Measure it first: gpuplace profile --model {arch.name} --engine-steps --out steps.json, "
+            "then pass --engine-steps steps.json",
+        )
+    steps = read_engine_steps(engine_steps)
+    (node,) = machine.nodes
+    unit = "cpu" if steps.device_kind == "cpu" else steps.device_name
+    gpu_ids = () if unit == "cpu" else tuple(g.id for g in node.gpus[:1])
+    return LocalTarget(node.name, unit, steps, local_engine_params(arch), gpu_ids)
+
+
 def run_plan_step(
     request: PlanRequest,
     *,
-    profile: Path,
+    profile: Path | None,
     inventory: str,
     out: Path,
     catalog: GpuCatalog,
     options: ServingOptions,
     workload: str = "",
+    engine_steps: Path | None = None,
 ) -> PlanStepResult:
-    """Plan ``request`` on ``inventory`` with ``profile`` and write the plan directory ``out``.
+    """Plan ``request`` on ``inventory`` and write the plan directory ``out``.
 
-    Fragmentation is measured against the request's given task mix, else the fleet's own workload
-    (:func:`plan_workload`: the ``workload`` pod list, the cluster's pods, the trace's pod list)."""
+    ``profile`` (optional) calibrates the efficiencies of its own GPU model; without it every GPU is
+    priced on the GPU-class defaults (loaded here, once). ``inventory`` ``local`` plans onto this
+    machine with the local engine's measured ``engine_steps``. Fragmentation is measured against the
+    request's given task mix, else the fleet's own workload (:func:`plan_workload`: the ``workload`` pod
+    list, the cluster's pods, the trace's pod list)."""
+    from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.inventory import load_inventory
     from gpuplace.manifests import build_manifests, kfp_fragments, serving_spec
+    from gpuplace.manifests.local import local_kfp_fragments, local_serving_spec
     from gpuplace.plandir import write_plan_dir
-    from gpuplace.planner import plan_placement
+    from gpuplace.planner import plan_local, plan_placement
     from gpuplace.planner.tables import candidates_table
     from gpuplace.profiling import load_profile
 
-    if not profile.is_file():
+    if profile is not None and not profile.is_file():
         raise InvalidInput(
             "profile", str(profile), "no such file", "Run `gpuplace profile --out <file>.parquet` first"
         )
+    measured = load_profile(profile) if profile is not None else None
+    arch = model_arch(request.model, measured)
+    if request.traffic.trace and not request.trace_lengths:
+        request = replace(request, trace_lengths=trace_lengths(request.traffic.trace))
     fleet = load_inventory(inventory, catalog=catalog)
+    if fleet.source == LOCAL_INVENTORY:
+        plan = plan_local(arch, local_target(engine_steps, arch, fleet), request)
+        plan = replace(plan, serving=local_serving_spec(plan))
+        table = candidates_table(plan)
+        written = write_plan_dir(
+            out, plan, manifests={}, alternatives={}, kfp=local_kfp_fragments(plan), candidates_md=table
+        )
+        return PlanStepResult(plan_dir=written, metrics=plan_metrics(plan), candidates_markdown=table)
     if request.task_mix_source != "given":
         mix = plan_workload(inventory, "", workload)
         request = replace(request, task_mix=mix.mix, task_mix_source=mix.source, task_mix_tasks=mix.tasks)
     else:
         mix = FleetWorkload("given", request.task_mix, 0, "--task-mix")
-    plan = plan_placement(load_profile(profile), fleet, catalog, request)
+    plan = plan_placement(arch, fleet, catalog, request, efficiency=load_efficiency_table(), profile=measured)
     if mix.detail:
         plan = replace(plan, notes=(*plan.notes, f"fragmentation workload: {mix.source} ({mix.detail})"))
     plan = replace(plan, serving=serving_spec(plan, fleet, options))

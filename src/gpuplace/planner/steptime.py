@@ -17,7 +17,7 @@ efficiencies, plus fixed terms:
   values per token per layer (heads and intermediate split over TP) ÷ (bandwidth·MBU);
 * **tensor parallelism**: weights, heads and KV heads split over ``tp`` GPUs, plus two ring all-reduces
   per layer of the step's hidden states over the link the GPU set really has
-  (:data:`gpuplace.planner.latency.LINKS`: per-message latency, bandwidth × link efficiency);
+  (:data:`gpuplace.planner.shape.LINKS`: per-message latency, bandwidth × link efficiency);
 * **fixed terms**: a per-step overhead (kernel floors, scheduling, sampling) and, measured on a real
   engine, per-token and per-sequence overheads (:class:`~gpuplace.types.engine.EngineStepProfile`);
   on a server that handles requests in the same process as its steps (``transformers serve``), also
@@ -33,18 +33,12 @@ calibrates a GPU. Pure arithmetic: no torch, no I/O.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
-from gpuplace.planner.latency import (
-    LINKS,
-    SERVING_DTYPE_BYTES,
-    SHARED_OVERHEAD,
-    Shape,
-    link_gbps,
-    measured_fraction,
-)
+from gpuplace.planner.shape import LINKS, SERVING_DTYPE_BYTES, SHARED_OVERHEAD, Shape, link_gbps
 from gpuplace.types import LatencyProfile, ModelArch
 from gpuplace.types.engine import Efficiencies, EngineStepProfile
 
@@ -185,6 +179,27 @@ def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 
         request_work_s=profile.request_work_s,
         source=f"measured: {profile.engine} on {profile.device_name} ({profile.model})",
     )
+
+
+def measured_fraction(values: list[float], name: str, device: str) -> float:
+    """The median of measured MBUs or MFUs (NaN when there are none), refusing one above 1.
+
+    No hardware moves more bytes or FLOPs than its peak: a median above 1 means the bandwidth or peak
+    it was divided by was measured low (a probe disturbed by load) or the steps were timed wrong. It
+    is an error to re-measure, never a value to clamp.
+    """
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    value = statistics.median(finite) if finite else math.nan
+    if value > 1:
+        raise InvalidInput(
+            f"profile.{name}",
+            round(value, 3),
+            f"the median {name.upper()} measured on {device} is above 1, which no hardware achieves: "
+            "the bandwidth or peak it divides by was measured low (a probe disturbed by load) or the "
+            "steps were timed wrong",
+            "Re-run the profile on an idle machine; gpuplace never clamps such a value",
+        )
+    return value
 
 
 def choose_efficiencies(

@@ -26,7 +26,8 @@ def candidates_table(plan: PlacementPlan) -> str:
             f"| {ms(p.ttft_p99_s if p else None, 2, '—')} "
             f"| {c.cost_usd_per_month:,.0f} | {fit} | {c.verdict} | {c.reason} |"
         )
-    rows += ["", "| option | shape | p99 TPOT ms | $/month | meets SLO |", "|---|---|---:|---:|---|"]
+    if plan.tradeoff:
+        rows += ["", "| option | shape | p99 TPOT ms | $/month | meets SLO |", "|---|---|---:|---:|---|"]
     for t in plan.tradeoff:
         rows.append(
             f"| {t['kind']} | {t['shape']} | {ms(t['tpot_p99_s'], 2, '—')} "
@@ -38,6 +39,8 @@ def candidates_table(plan: PlacementPlan) -> str:
 def fragmentation_effect_text(plan: PlacementPlan) -> str:
     """What the fragmentation criterion changed in a plan, as ``gpuplace plan`` prints it."""
     fw = plan.fragmentation_workload
+    if not fw:
+        return ""  # a plan of this machine: no fleet to fragment
     effect = fw.get("effect") or {}
     lines = [
         f"fragmentation measured against: {fw.get('source', '?')} "

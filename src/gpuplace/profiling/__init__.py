@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpuplace.profiling.engine_steps import EngineStepConfig as EngineStepConfig
     from gpuplace.profiling.engine_steps import measure_engine_steps as measure_engine_steps
+    from gpuplace.profiling.engine_steps import read_engine_steps as read_engine_steps
+    from gpuplace.profiling.engine_steps import write_engine_steps as write_engine_steps
     from gpuplace.profiling.io import load_profile as load_profile
     from gpuplace.profiling.io import profile_to_frame as profile_to_frame
     from gpuplace.profiling.io import save_profile as save_profile
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "EngineStepConfig": "gpuplace.profiling.engine_steps",
     "measure_engine_steps": "gpuplace.profiling.engine_steps",
+    "read_engine_steps": "gpuplace.profiling.engine_steps",
+    "write_engine_steps": "gpuplace.profiling.engine_steps",
     "ProfileConfig": "gpuplace.profiling.profiler",
     "run_profile": "gpuplace.profiling.profiler",
     "load_profile": "gpuplace.profiling.io",

@@ -17,15 +17,22 @@ A linear model is fitted to the medians, with non-negative coefficients and rela
 step + ``request_overhead`` (:class:`~gpuplace.types.engine.EngineStepProfile`). Decode steps have
 tokens = seqs, so the prefill samples separate the per-token from the per-sequence cost.
 
+:func:`write_engine_steps` and :func:`read_engine_steps` are the one writer and reader of the measured
+profile's file (``gpuplace profile --engine-steps --out steps.json``, the ``profile_latency``
+component's ``engine_steps`` output), which ``gpuplace plan --inventory local`` plans with.
+
 Needs the serving extra (aiohttp) only when measuring; importing this module needs numpy alone.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -198,3 +205,37 @@ def measure_engine_steps(
         notes=(*state.notes, *notes),
         **coef,
     )
+
+
+ENGINE_STEPS_FORMAT = "gpuplace-engine-steps/1"
+
+
+def write_engine_steps(profile: EngineStepProfile, path: str | os.PathLike[str]) -> Path:
+    """Write a measured engine-step profile as JSON (atomically: a reader never sees half a file)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    data = {"format": ENGINE_STEPS_FORMAT, **profile.to_json_dict()}
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
+    os.replace(tmp, out)
+    return out
+
+
+def read_engine_steps(path: str | os.PathLike[str]) -> EngineStepProfile:
+    """The profile :func:`write_engine_steps` wrote; a clear error for anything else."""
+    p = Path(path)
+    fix = "Measure the local engine first: gpuplace profile --model MODEL --engine-steps --out steps.json"
+    try:
+        text = p.read_text()
+    except (FileNotFoundError, IsADirectoryError):
+        raise InvalidInput("engine_steps", str(p), "no such file", fix) from None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as e:
+        raise InvalidInput("engine_steps", str(p), f"is not JSON ({e})", fix) from None
+    if not isinstance(data, dict) or data.get("format") != ENGINE_STEPS_FORMAT:
+        raise InvalidInput("engine_steps", str(p), "holds no measured engine steps", fix)
+    try:
+        return EngineStepProfile.from_json_dict(data)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise InvalidInput("engine_steps", str(p), f"is not an engine-step profile ({e})", fix) from None

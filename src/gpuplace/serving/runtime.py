@@ -1,9 +1,11 @@
 """The serving engines' command lines: vLLM's OpenAI server on clusters, ``transformers serve`` locally.
 
 Pure: the manifest builders call :func:`vllm_args` with the plan's choices (model, tensor-parallel
-degree, context length, batch, memory share) and put the result in the container's ``args`` and the
-plan's serving spec; the local target runs :func:`serve_command`. The mapping from plan to flags is
-documented in docs/serving.md; nothing here starts a process or talks to a cluster.
+degree, and the engine parameters the prediction assumed: token budget, batch, block size, memory share,
+context length) and put the result in the container's ``args`` and the plan's serving spec; the local
+target runs :func:`serve_command` with ``transformers serve --continuous-batching``'s own settings. The
+mapping from plan to flags is documented in docs/serving.md; nothing here starts a process or talks to a
+cluster.
 """
 
 from __future__ import annotations
@@ -23,23 +25,26 @@ def vllm_args(
     served_model_name: str = "",
     tensor_parallel_size: int = 1,
     dtype: str = "auto",
-    max_model_len: int | None = None,
-    max_num_seqs: int | None = None,
-    gpu_memory_utilization: float = 0.9,
     port: int = 8000,
     random_weights: bool = False,
+    engine_args: Sequence[str] = (),
 ) -> list[str]:
     """Arguments of ``vllm serve`` (the ``vllm/vllm-openai`` image's entrypoint) for one replica.
 
-    ``random_weights`` uses vLLM's ``--load-format dummy``: the shapes (and so the latency) of the
-    model without downloading its weights, as gpuplace's profiler does.
+    ``engine_args`` are the scheduler and cache settings the plan's prediction assumed
+    (``EngineParams.to_vllm_args``: token budget, ``max_num_seqs``, block size, memory share, context
+    length, chunked prefill), passed once each. ``random_weights`` uses vLLM's ``--load-format dummy``:
+    the shapes (and so the latency) of the model without downloading its weights, as gpuplace's
+    profiler does.
     """
     if tensor_parallel_size < 1:
         raise InvalidInput("tensor_parallel_size", tensor_parallel_size, "must be at least 1", "")
     if dtype not in VLLM_DTYPES:
         raise InvalidInput("dtype", dtype, f"must be one of {', '.join(VLLM_DTYPES)}", "")
-    if not 0 < gpu_memory_utilization <= 1:
-        raise InvalidInput("gpu_memory_utilization", gpu_memory_utilization, "must be in (0, 1]", "e.g. 0.9")
+    flags = [a for a in engine_args if a.startswith("--")]
+    repeated = sorted({f for f in flags if flags.count(f) > 1})
+    if repeated:
+        raise InvalidInput("engine_args", repeated, "repeat a flag", "Give each engine setting once")
     args = [
         model,
         "--host",
@@ -50,18 +55,12 @@ def vllm_args(
         str(tensor_parallel_size),
         "--dtype",
         dtype,
-        "--gpu-memory-utilization",
-        f"{gpu_memory_utilization:g}",
     ]
     if served_model_name:
         args += ["--served-model-name", served_model_name]
-    if max_model_len is not None:
-        args += ["--max-model-len", str(max_model_len)]
-    if max_num_seqs is not None:
-        args += ["--max-num-seqs", str(max_num_seqs)]
     if random_weights:
         args += ["--load-format", "dummy"]
-    return args
+    return [*args, *engine_args]
 
 
 def serve_command(

@@ -108,9 +108,13 @@ def path_metric_dict(m: PathMetrics) -> dict[str, float]:
             "prediction_error_ratio": m.prediction_error,
             # the plan's prediction, for the planned GPU (param prediction_for); the errors exist only when
             # the requests were served by that GPU (param served_on)
+            "predicted_ttft_p50_ms": to_ms(m.predicted_ttft_p50_s),
             "predicted_ttft_p99_ms": to_ms(m.predicted_ttft_p99_s),
+            "predicted_tpot_p50_ms": to_ms(m.predicted_tpot_p50_s),
             "predicted_tpot_p99_ms": to_ms(m.predicted_tpot_p99_s),
+            "ttft_p50_error_ratio": m.ttft_p50_error,
             "ttft_p99_error_ratio": m.ttft_p99_error,
+            "tpot_p50_error_ratio": m.tpot_p50_error,
             "tpot_p99_error_ratio": m.tpot_p99_error,
             "latency_predictability_ratio": m.latency_predictability,
             "misplaced_pods": float(m.misplaced_pods),

@@ -68,6 +68,10 @@ class PathMetrics:
     predicted_tpot_p99_s: float = math.nan
     ttft_p99_error: float = math.nan  # (measured − predicted) / predicted; NaN unless served_on matches
     tpot_p99_error: float = math.nan
+    predicted_ttft_p50_s: float = math.nan
+    predicted_tpot_p50_s: float = math.nan
+    ttft_p50_error: float = math.nan  # likewise, at the median
+    tpot_p50_error: float = math.nan
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)

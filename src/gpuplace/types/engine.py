@@ -1,12 +1,12 @@
 """The serving engine's value types: its scheduler parameters, the efficiencies a step runs at, and a
 measured step-time calibration.
 
-:class:`EngineParams` is what a continuous-batching engine is configured with (vLLM's names) plus the
-KV-cache capacity those settings leave; the serving model simulates exactly these values and the
-manifests pass them to ``vllm serve``, so the prediction and the deployment agree. Every value carries
-where it came from (``sources``). :class:`Efficiencies` are the achieved fractions of the roofline a
-step-time model divides by, each with its source. :class:`EngineStepProfile` is what the profiler
-measured of a real engine's step time against the tokens in a step, with the fitted fixed and
+:class:`EngineParams` (defined beside the serving spec that carries it, :mod:`gpuplace.types.serving`) is
+what a continuous-batching engine is configured with (vLLM's names) plus the KV-cache capacity those
+settings leave; the serving model simulates exactly these values and the manifests pass them to the
+engine, so the prediction and the deployment agree. :class:`Efficiencies` are the achieved fractions of
+the roofline a step-time model divides by, each with its source. :class:`EngineStepProfile` is what the
+profiler measured of a real engine's step time against the tokens in a step, with the fitted fixed and
 per-token terms. Pure standard library, so the planner may import it; times are seconds.
 """
 
@@ -15,140 +15,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.types.plan import Prediction
+from gpuplace.types.serving import ENGINE_FIELDS, EngineParams, frozen_sources
 from gpuplace.types.stats import Distribution
 
-ENGINE_FIELDS: tuple[str, ...] = (
-    "max_num_batched_tokens",
-    "max_num_seqs",
-    "block_size",
-    "gpu_memory_utilization",
-    "max_model_len",
-    "enable_chunked_prefill",
-    "num_gpu_blocks",
-)
-
-
-def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
-    return MappingProxyType(dict(mapping or {}))
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(name, value, "must be a positive integer", "")
-
-
-@dataclass(frozen=True, slots=True)
-class EngineParams:
-    """Scheduler settings of one replica and the KV-cache capacity they leave (vLLM's names).
-
-    ``num_gpu_blocks`` is derived (KV memory ÷ bytes of one block), not a flag gpuplace passes:
-    vLLM measures its own, and forcing ours could run out of memory on a device that has less free.
-    """
-
-    max_num_batched_tokens: int  # token budget of one step (prefill chunks + one token per decode)
-    max_num_seqs: int  # requests running at once
-    block_size: int  # tokens per KV-cache block
-    gpu_memory_utilization: float  # share of device memory the engine may use
-    max_model_len: int  # longest prompt + output one request may have
-    enable_chunked_prefill: bool  # prompts split across steps, mixed with decodes (vLLM V1: always)
-    num_gpu_blocks: int  # KV-cache capacity in blocks, per replica
-    sources: Mapping[str, str] = field(default_factory=dict)  # field name -> where its value came from
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len"):
-            _positive_int(name, getattr(self, name))
-        if isinstance(self.num_gpu_blocks, bool) or not isinstance(self.num_gpu_blocks, int):
-            raise InvalidInput("num_gpu_blocks", self.num_gpu_blocks, "must be an integer", "")
-        if self.num_gpu_blocks < 0:
-            raise InvalidInput(
-                "num_gpu_blocks",
-                self.num_gpu_blocks,
-                "is negative: the weights and the runtime reserve do not fit the memory",
-                "Use a GPU with more memory or a higher tensor-parallel degree",
-            )
-        u = self.gpu_memory_utilization
-        if not isinstance(u, int | float) or not 0 < u <= 1:
-            raise InvalidInput("gpu_memory_utilization", u, "must be in (0, 1]", "vLLM's default is 0.9")
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            # vLLM's SchedulerConfig refuses this too: a step must fit one token of every sequence.
-            raise InvalidInput(
-                "max_num_batched_tokens",
-                self.max_num_batched_tokens,
-                f"is below max_num_seqs={self.max_num_seqs}",
-                "Raise max_num_batched_tokens or lower max_num_seqs",
-            )
-        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
-            raise InvalidInput(
-                "max_num_batched_tokens",
-                self.max_num_batched_tokens,
-                f"is below max_model_len={self.max_model_len} without chunked prefill",
-                "Enable chunked prefill or raise max_num_batched_tokens",
-            )
-        object.__setattr__(self, "sources", _frozen(self.sources))
-
-    @property
-    def kv_capacity_tokens(self) -> int:
-        return self.num_gpu_blocks * self.block_size
-
-    def to_vllm_args(self) -> list[str]:
-        """``vllm serve`` flags that make the deployed engine schedule as the model assumed."""
-        return [
-            "--max-num-batched-tokens",
-            str(self.max_num_batched_tokens),
-            "--max-num-seqs",
-            str(self.max_num_seqs),
-            "--block-size",
-            str(self.block_size),
-            "--gpu-memory-utilization",
-            f"{self.gpu_memory_utilization:g}",
-            "--max-model-len",
-            str(self.max_model_len),
-            "--enable-chunked-prefill" if self.enable_chunked_prefill else "--no-enable-chunked-prefill",
-        ]
-
-    def to_transformers_serve_args(self) -> list[str]:
-        """``transformers serve --continuous-batching`` flags for the same budget and cache.
-
-        transformers exposes no ``max_num_seqs`` (its ``max_requests_per_batch`` is not a CLI flag) and
-        always chunks prompts; the local target's model must use the engine's own values for those.
-        """
-        return [
-            "--continuous-batching",
-            "--cb-block-size",
-            str(self.block_size),
-            "--cb-num-blocks",
-            str(self.num_gpu_blocks),
-            "--cb-max-batch-tokens",
-            str(self.max_num_batched_tokens),
-        ]
-
-    def to_json_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {name: getattr(self, name) for name in ENGINE_FIELDS}
-        data["kv_capacity_tokens"] = self.kv_capacity_tokens
-        data["sources"] = dict(self.sources)
-        return data
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> EngineParams:
-        missing = [name for name in ENGINE_FIELDS if name not in data]
-        if missing:
-            raise InvalidInput("engine", sorted(missing), "missing from the engine parameters", "")
-        return cls(
-            max_num_batched_tokens=int(data["max_num_batched_tokens"]),
-            max_num_seqs=int(data["max_num_seqs"]),
-            block_size=int(data["block_size"]),
-            gpu_memory_utilization=float(data["gpu_memory_utilization"]),
-            max_model_len=int(data["max_model_len"]),
-            enable_chunked_prefill=bool(data["enable_chunked_prefill"]),
-            num_gpu_blocks=int(data["num_gpu_blocks"]),
-            sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()},
-        )
-
+__all__ = [
+    "ENGINE_FIELDS",
+    "Efficiencies",
+    "EngineParams",
+    "EngineStepProfile",
+    "EngineStepSample",
+    "ServingPrediction",
+    "SimulatedRequest",
+]
 
 EFFICIENCY_FIELDS: tuple[str, ...] = (
     "mbu",
@@ -199,7 +81,7 @@ class Efficiencies:
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise InvalidInput(name, value, "must be a non-negative number of seconds", "")
-        object.__setattr__(self, "sources", _frozen(self.sources))
+        object.__setattr__(self, "sources", frozen_sources(self.sources))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuplace.errors import GpuplaceError, InvalidInput
-from gpuplace.types.serving import ServingSpec
+from gpuplace.types.serving import EngineParams, ServingSpec
 from gpuplace.types.stats import json_clean, json_num
 from gpuplace.types.workload import Traffic
 from gpuplace.units import HOURS_PER_MONTH
@@ -184,8 +184,9 @@ class Placement:
 class PlacementPlan:
     """The planner's answer, written as ``plan.json`` by :mod:`gpuplace.plandir` (its only reader too).
 
-    ``traffic`` is the request stream the prediction is for and the load test's default; ``serving`` is
-    what every orchestration path runs (attached by the plan step once the manifests' options are known).
+    ``traffic`` is the request stream the prediction is for and the load test's default; ``engine`` the
+    engine parameters the prediction assumed; ``serving`` is what every orchestration path runs, those
+    parameters included (attached by the plan step once the manifests' options are known).
     """
 
     plan_id: str
@@ -205,6 +206,8 @@ class PlacementPlan:
     tradeoff: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     traffic: Traffic = field(default_factory=Traffic)
     serving: ServingSpec | None = None
+    # the engine parameters the chosen shape's prediction assumed (one replica); the serving spec runs them
+    engine: EngineParams | None = None
     # What fragmentation was measured against and what FGD changed (docs/placement.md): ``source``
     # ("cluster pods" | "trace" | "given" | "default mix"), ``tasks``, ``classes``, ``effect``.
     fragmentation_workload: Mapping[str, Any] = field(default_factory=dict)
@@ -239,6 +242,7 @@ class PlacementPlan:
             "slo": self.slo.to_json_dict(),
             "traffic": self.traffic.to_json_dict(),
             "serving": self.serving.to_json_dict() if self.serving else None,
+            "engine": self.engine.to_json_dict() if self.engine else None,
             "chosen": json_clean(asdict(self.chosen)) | {"label": self.chosen.label},
             "replicas": self.replicas,
             "placements": [json_clean(asdict(p)) for p in self.placements],
@@ -282,6 +286,7 @@ class PlacementPlan:
             tradeoff=tuple(data.get("tradeoff") or ()),
             traffic=Traffic.from_json_dict(data.get("traffic") or {}),
             serving=ServingSpec.from_json_dict(data["serving"]) if data.get("serving") else None,
+            engine=EngineParams.from_json_dict(data["engine"]) if data.get("engine") else None,
             fragmentation_workload=dict(data.get("fragmentation_workload") or {}),
         )
 
@@ -324,9 +329,11 @@ class NoFeasiblePlacement(GpuplaceError):
         head = f"no GPU shape meets {slo.describe()}"
         if self.closest is not None and self.closest.prediction is not None:
             p = self.closest.prediction
+            # miss is the worst predicted/target ratio, so "by how much" is its excess over 1
             head += (
-                f"; closest: {self.closest.label} at p99 TPOT {p.tpot_p99_s * 1000:.1f} ms, "
-                f"p99 TTFT {p.ttft_p99_s * 1000:.0f} ms ({self.closest.reason})"
+                f"; closest: {self.closest.label}, which misses it by {self.closest.miss - 1:.0%}, at "
+                f"p99 TPOT {p.tpot_p99_s * 1000:.1f} ms, p99 TTFT {p.ttft_p99_s * 1000:.0f} ms "
+                f"({self.closest.reason})"
             )
         lines = [head + "."]
         lines += [f"  - {c.label}: {c.reason}" for c in rejected]

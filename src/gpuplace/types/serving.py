@@ -1,22 +1,173 @@
-"""The serving spec: what one plan runs, the same on every orchestration path.
+"""The serving spec: what one plan runs, the same on every orchestration path, with the engine parameters
+the prediction assumed.
 
-A :class:`ServingSpec` holds the engine, its image and command-line arguments (with the engine
-parameters the prediction assumed), the model source, the GPU resource and count per replica (the
-tensor-parallel degree), the MIG profile or time-sliced share, and the replica count. The planner step
-writes it into ``plan.json``; the manifests render it; each deploy target records the spec it actually
-ran, and the comparison refuses a verdict when two paths' specs differ (:meth:`differences`).
-Standard library only.
+:class:`EngineParams` is what a continuous-batching engine is configured with (vLLM's names) plus the
+KV-cache capacity those settings leave, each value with its source; the serving model simulates exactly
+these values. A :class:`ServingSpec` holds the engine, its image and command-line arguments (the engine
+parameters rendered into them), the engine parameters themselves, the model source, the GPU resource
+and count per replica (the tensor-parallel degree), the MIG profile or time-sliced share, and the replica
+count. The planner step writes it into ``plan.json``; the manifests render it; each deploy target records
+the spec it actually ran, and the comparison refuses a verdict when two paths' specs differ
+(:meth:`ServingSpec.differences`). Standard library only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gpuplace.errors import InvalidInput
 
 ENGINES = ("vllm", "transformers")
+
+
+ENGINE_FIELDS: tuple[str, ...] = (
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "block_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "enable_chunked_prefill",
+    "num_gpu_blocks",
+)
+
+
+class _Sources(dict[str, str]):
+    """A read-only field → source mapping. A dict (not a ``MappingProxyType``), so that
+    ``dataclasses.asdict`` and ``copy.deepcopy`` of a record holding the engine parameters (a
+    ``DeploymentRecord``'s serving spec) work; every mutator refuses."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("engine parameter sources are read-only")
+
+    __setitem__ = __delitem__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, str]]]:
+        return type(self), (dict(self),)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> _Sources:
+        return self  # immutable
+
+
+def frozen_sources(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
+    """A read-only copy of a field → source mapping, so the frozen value types stay frozen."""
+    return _Sources(mapping or {})
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(name, value, "must be a positive integer", "")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineParams:
+    """Scheduler settings of one replica and the KV-cache capacity they leave (vLLM's names).
+
+    ``num_gpu_blocks`` is derived (KV memory ÷ bytes of one block), not a flag gpuplace passes:
+    vLLM measures its own, and forcing ours could run out of memory on a device that has less free.
+    """
+
+    max_num_batched_tokens: int  # token budget of one step (prefill chunks + one token per decode)
+    max_num_seqs: int  # requests running at once
+    block_size: int  # tokens per KV-cache block
+    gpu_memory_utilization: float  # share of device memory the engine may use
+    max_model_len: int  # longest prompt + output one request may have
+    enable_chunked_prefill: bool  # prompts split across steps, mixed with decodes (vLLM V1: always)
+    num_gpu_blocks: int  # KV-cache capacity in blocks, per replica
+    sources: Mapping[str, str] = field(default_factory=dict)  # field name -> where its value came from
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len"):
+            _positive_int(name, getattr(self, name))
+        if isinstance(self.num_gpu_blocks, bool) or not isinstance(self.num_gpu_blocks, int):
+            raise InvalidInput("num_gpu_blocks", self.num_gpu_blocks, "must be an integer", "")
+        if self.num_gpu_blocks < 0:
+            raise InvalidInput(
+                "num_gpu_blocks",
+                self.num_gpu_blocks,
+                "is negative: the weights and the runtime reserve do not fit the memory",
+                "Use a GPU with more memory or a higher tensor-parallel degree",
+            )
+        u = self.gpu_memory_utilization
+        if not isinstance(u, int | float) or not 0 < u <= 1:
+            raise InvalidInput("gpu_memory_utilization", u, "must be in (0, 1]", "vLLM's default is 0.9")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # vLLM's SchedulerConfig refuses this too: a step must fit one token of every sequence.
+            raise InvalidInput(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                f"is below max_num_seqs={self.max_num_seqs}",
+                "Raise max_num_batched_tokens or lower max_num_seqs",
+            )
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise InvalidInput(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                f"is below max_model_len={self.max_model_len} without chunked prefill",
+                "Enable chunked prefill or raise max_num_batched_tokens",
+            )
+        object.__setattr__(self, "sources", frozen_sources(self.sources))
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_gpu_blocks * self.block_size
+
+    def to_vllm_args(self) -> list[str]:
+        """``vllm serve`` flags that make the deployed engine schedule as the model assumed."""
+        return [
+            "--max-num-batched-tokens",
+            str(self.max_num_batched_tokens),
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--block-size",
+            str(self.block_size),
+            "--gpu-memory-utilization",
+            f"{self.gpu_memory_utilization:g}",
+            "--max-model-len",
+            str(self.max_model_len),
+            "--enable-chunked-prefill" if self.enable_chunked_prefill else "--no-enable-chunked-prefill",
+        ]
+
+    def to_transformers_serve_args(self) -> list[str]:
+        """``transformers serve --continuous-batching`` flags for the same budget and cache.
+
+        transformers exposes no ``max_num_seqs`` (its ``max_requests_per_batch`` is not a CLI flag) and
+        always chunks prompts; the local target's model must use the engine's own values for those.
+        """
+        return [
+            "--continuous-batching",
+            "--cb-block-size",
+            str(self.block_size),
+            "--cb-num-blocks",
+            str(self.num_gpu_blocks),
+            "--cb-max-batch-tokens",
+            str(self.max_num_batched_tokens),
+        ]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {name: getattr(self, name) for name in ENGINE_FIELDS}
+        data["kv_capacity_tokens"] = self.kv_capacity_tokens
+        data["sources"] = dict(self.sources)
+        return data
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> EngineParams:
+        missing = [name for name in ENGINE_FIELDS if name not in data]
+        if missing:
+            raise InvalidInput("engine", sorted(missing), "missing from the engine parameters", "")
+        return cls(
+            max_num_batched_tokens=int(data["max_num_batched_tokens"]),
+            max_num_seqs=int(data["max_num_seqs"]),
+            block_size=int(data["block_size"]),
+            gpu_memory_utilization=float(data["gpu_memory_utilization"]),
+            max_model_len=int(data["max_model_len"]),
+            enable_chunked_prefill=bool(data["enable_chunked_prefill"]),
+            num_gpu_blocks=int(data["num_gpu_blocks"]),
+            sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +187,9 @@ class ServingSpec:
     gpu_share: float = 1.0  # fraction of one GPU for a time-sliced share
     replicas: int = 1
     port: int = 8000  # 0: a local server on a free port of this machine
+    # the engine parameters the prediction assumed, rendered into ``args``; None when read back from a
+    # running server, whose command line is all there is
+    engine_params: EngineParams | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -58,8 +212,9 @@ class ServingSpec:
         return tuple(out)
 
     def to_json_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["args"] = list(self.args)
+        data["engine_params"] = self.engine_params.to_json_dict() if self.engine_params else None
         return data
 
     @classmethod
@@ -68,6 +223,8 @@ class ServingSpec:
         known["args"] = tuple(str(a) for a in known.get("args") or ())
         if "gpu_share" in known:
             known["gpu_share"] = float(known["gpu_share"])
+        engine = known.get("engine_params")
+        known["engine_params"] = EngineParams.from_json_dict(engine) if engine else None
         return cls(**known)
 
 

@@ -39,6 +39,7 @@ def test_python_func_reads_the_deployment_artifact_and_writes_all_outputs(
         model="m",
         ready=True,
         served_model_name="test-model",
+        served_on="H100-SXM5-80GB",  # the planned unit: the prediction is compared
     )
     deployment = _Art(tmp_path / "deployment.json")
     Path(deployment.path).write_text(json.dumps(record.to_json_dict()))

@@ -1,0 +1,147 @@
+"""This machine as a planning target (``gpuplace plan --inventory local``): one replica of the local
+engine on this machine's device, predicted with the engine's measured step time.
+
+The local serving target runs ``transformers serve --continuous-batching`` (a vLLM-like FIFO scheduler
+with chunked prefill and a paged KV cache). On a CPU its own per-step work dominates, so the roofline
+says little: the step-time model is the one measured on this device with this engine
+(:func:`~gpuplace.planner.steptime.measured_step_model` of a
+:class:`~gpuplace.types.engine.EngineStepProfile`), and the serving model simulates the engine's own
+parameters (:class:`~gpuplace.types.engine.EngineParams`, the KV cache pinned). The plan's ``chosen.unit``
+is this device (``cpu``, or the catalog GPU of CUDA device 0), so a load test served here checks the
+prediction against a measurement on the same device. Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+
+from gpuplace.errors import InvalidInput
+from gpuplace.planner.evaluate import meets_slo, planned_traffic, ratios, rejection_reasons
+from gpuplace.planner.placement import fit_score
+from gpuplace.planner.replica import ReplicaModel
+from gpuplace.planner.request import PlanRequest
+from gpuplace.planner.shapes import slug
+from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, measured_step_model
+from gpuplace.types import ModelArch
+from gpuplace.types.engine import EngineParams, EngineStepProfile, ServingPrediction
+from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan
+
+LOCAL_SOURCE = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalTarget:
+    """This machine: its name, its device as a unit (``cpu`` or a catalog GPU), the local engine's
+    measured step time and the parameters it is served with."""
+
+    node: str
+    unit: str
+    steps: EngineStepProfile
+    engine: EngineParams
+    gpu_ids: tuple[str, ...] = ()  # the GPU the server uses; () on a CPU
+
+
+def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> PlacementPlan:
+    """One replica of the local engine on this machine, if it meets ``request.slo``; else
+    :class:`NoFeasiblePlacement` naming its miss."""
+    steps = target.steps
+    if steps.model != request.model or arch.name != request.model:
+        raise InvalidInput(
+            "engine_steps",
+            steps.model,
+            f"were measured with model {steps.model!r}, not {request.model!r}",
+            f"Measure them again: gpuplace profile --model {request.model} --engine-steps --out steps.json",
+        )
+    expected = "cpu" if target.unit == "cpu" else "cuda"
+    if steps.device_kind != expected:
+        raise InvalidInput(
+            "engine_steps",
+            steps.device_name,
+            f"were measured on a {steps.device_kind} device; this machine serves on {target.unit}",
+            "Measure them again on this machine (gpuplace profile --engine-steps)",
+        )
+    traffic = planned_traffic(request)
+    engine = target.engine
+    need = traffic.max_context_tokens
+    if engine.kv_capacity_tokens < need or engine.max_model_len < need:
+        raise InvalidInput(
+            "engine.num_gpu_blocks",
+            engine.num_gpu_blocks,
+            f"the local engine's KV cache holds {engine.kv_capacity_tokens} tokens; the longest request "
+            f"needs {need}",
+            "Pin a larger cache (more blocks) or plan shorter requests",
+        )
+    model = measured_step_model(steps)
+    replica = ReplicaModel(engine, model, traffic)
+    per_block = engine.block_size * kv_bytes_per_token_per_gpu(arch, 1)
+    cache_gib = engine.num_gpu_blocks * per_block / 2**30
+
+    def judge(p: ServingPrediction) -> tuple[bool, tuple[float, float, float]]:
+        mem = min(p.peak_kv_blocks, engine.num_gpu_blocks) / engine.num_gpu_blocks if p.stable else 1.0
+        r = ratios(p, request.slo, mem)
+        return p.stable and meets_slo(*r, "single", request.fit_threshold), r
+
+    count, sp = replica.fewest_replicas(request.slo.bound("rate_rps"), lambda p: judge(p)[0], 1)
+    _, (lat, ttft, mem) = judge(sp)
+    pred = sp.to_prediction(mem * cache_gib)
+    fit = fit_score(max(lat, ttft), mem, "single", 0.0, 1.0)
+    cand = Candidate(
+        gpu=target.unit,
+        kind="whole",
+        tp=1,
+        replicas=1,
+        interconnect="single",
+        prediction=pred,
+        memory_available_gib=cache_gib,
+        miss=max(lat, ttft, mem) if sp.stable else math.inf,
+    )
+    if not count:
+        reasons = rejection_reasons(sp, request.slo, lat, ttft, mem, "single", 1, request.fit_threshold)
+        rejected = replace(cand, reason="; ".join(reasons))
+        raise NoFeasiblePlacement(
+            request.slo,
+            (rejected,),
+            "relax the SLO or lower the rate: this machine serves one replica of the local engine.",
+        )
+    chosen = replace(cand, verdict="chosen", reason="meets the SLO", fit_score=fit)
+    notes = (
+        f"planned onto this machine ({target.node}, {target.unit}): one replica of the local engine "
+        f"({steps.engine}); its step time was measured on {steps.device_name} with {steps.model} "
+        f"(fixed {steps.fixed_s * 1e3:.2f} ms per step, fit RMS error {steps.rms_relative_error:.0%}), "
+        "so the prediction holds for this device only",
+        f"serving model: {request.simulated_requests} simulated requests of {traffic.describe()} "
+        f"at {request.slo.bound('rate_rps'):g} req/s",
+    )
+    inputs = {"steps": steps.to_json_dict(), "engine": engine.to_json_dict(), "request": asdict(request)}
+    plan_id = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return PlacementPlan(
+        plan_id=plan_id,
+        deployment_name=request.deployment_name or f"gpuplace-{slug(request.model)}",
+        model=request.model,
+        slo=request.slo,
+        chosen=chosen,
+        placements=(
+            Placement(
+                replica=0,
+                node=target.node,
+                gpu_ids=target.gpu_ids,
+                interconnect="single",
+                numa_node=None,
+                fit_score=round(fit, 6),
+                fragmentation_delta=0.0,
+                prediction=pred,
+            ),
+        ),
+        candidates=(chosen,),
+        fragmentation_before=0.0,
+        fragmentation_after=0.0,
+        fit_threshold=request.fit_threshold,
+        inventory_source=LOCAL_SOURCE,
+        profile_device=steps.device_name,
+        notes=notes,
+        traffic=request.traffic,
+        engine=engine,
+    )
