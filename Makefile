@@ -8,7 +8,7 @@ PIP_FLAGS ?= --disable-pip-version-check
 LOCK := constraints.txt
 PYTEST_ARGS ?=
 
-.PHONY: venv run test lint typecheck unit bench gpu-check clean compile k8s-bins checkov lock
+.PHONY: venv run test lint typecheck unit bench gpu-check closed-loop clean compile k8s-bins checkov lock
 
 $(STAMP): pyproject.toml setup.py $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,9 +22,15 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/gpuplace run
 
-## make test: lint, format check, type check, then every test (control-plane tests included; GPU tests need CUDA)
+## make test: lint, format check, type check, then every test (control-plane tests included; GPU tests need CUDA;
+## the closed-loop fidelity test is left to make closed-loop: on a shared 2-core machine it fails about half the
+## time, docs/serving-model.md says why)
 test: $(STAMP) lint typecheck k8s-bins checkov
-	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not gpu and not closed_loop" $(PYTEST_ARGS)
+
+## make closed-loop: the local plan's p50 prediction against a load test of the same engine (issue 11)
+closed-loop: $(STAMP)
+	$(BIN)/python -m pytest -s -m closed_loop tests/integration/test_closed_loop_local.py $(PYTEST_ARGS)
 
 ## make k8s-bins: build (or reuse) etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and
 ## KWOK from Go modules into ~/.cache/gpuplace/k8s/<version>/ (docs/testenv.md); the control-plane tests need them
@@ -46,7 +52,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu and not integration" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not gpu and not integration and not closed_loop" $(PYTEST_ARGS)
 
 ## make lock: re-resolve pyproject.toml's dependencies (all extras + dev) in a scratch venv and write
 ## constraints.txt, which make run, make test and the images install with (docs/development.md)

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuplace.deploy.local import deploy_local, teardown_local
 from gpuplace.profiling.engine_steps import EngineStepConfig, measure_engine_steps
+from gpuplace.types import DeploymentRecord
 from gpuplace.types.engine import EngineParams, EngineStepProfile
 
 
@@ -32,14 +33,9 @@ def profile_local_engine(
     the cache pinned), so the measurement is of the engine a local deployment of the plan runs.
     ``device`` is ``auto`` (CUDA device 0 when present, else the CPU), ``cpu`` or ``cuda[:N]``.
     """
-    import platform
-
-    import transformers
-
     from gpuplace.catalog import model_arch_from_config, resolve_model
-    from gpuplace.loadtest.prompts import load_tokenizer
     from gpuplace.planner.engine import local_engine_params
-    from gpuplace.profiling.device import local_unit, resolve_device
+    from gpuplace.profiling.device import resolve_device
 
     config = config or EngineStepConfig()
     if engine is None:
@@ -55,19 +51,42 @@ def profile_local_engine(
         extra_args=tuple(serve_args),
     )
     try:
-        return measure_engine_steps(
-            record.endpoint,
-            record.served_model_name,
-            load_tokenizer(model),
-            config=config,
-            engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}",
-            device_kind="cpu" if on_cpu else "cuda",
-            # the unit a plan names: "cpu" on a CPU, else the catalog GPU (the local target's device)
-            device_name=(platform.processor() or platform.machine()) if on_cpu else local_unit(),
-            model=model,
-        )
+        return measure_local_deployment(record, model, config=config, serve_args=serve_args, on_cpu=on_cpu)
     finally:
         teardown_local(record)
+
+
+def measure_local_deployment(
+    record: DeploymentRecord,
+    model: str,
+    *,
+    config: EngineStepConfig | None = None,
+    serve_args: Sequence[str] = (),
+    on_cpu: bool = True,
+) -> EngineStepProfile:
+    """Measure the step time of a running local deployment of ``model`` (``record``), leaving it up.
+
+    This is the calibration of the very engine that serves; :func:`profile_local_engine` starts one of
+    its own. ``serve_args`` are the engine arguments the server runs with (named in the profile).
+    """
+    import platform
+
+    import transformers
+
+    from gpuplace.loadtest.prompts import load_tokenizer
+    from gpuplace.profiling.device import local_unit
+
+    return measure_engine_steps(
+        record.endpoint,
+        record.served_model_name,
+        load_tokenizer(model),
+        config=config or EngineStepConfig(),
+        engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}",
+        device_kind="cpu" if on_cpu else "cuda",
+        # the unit a plan names: "cpu" on a CPU, else the catalog GPU (the local target's device)
+        device_name=(platform.processor() or platform.machine()) if on_cpu else local_unit(),
+        model=model,
+    )
 
 
 def run_engine_steps_step(

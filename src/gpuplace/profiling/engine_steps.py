@@ -60,7 +60,7 @@ class EngineStepConfig:
     decode_output_tokens: int = 48
     prefill_tokens: tuple[int, ...] = (16, 64, 256, 512)
     prefill_output_tokens: int = 6
-    repeats: int = 3
+    repeats: int = 5
 
     def __post_init__(self) -> None:
         for name in ("decode_batches", "prefill_tokens"):
@@ -163,31 +163,39 @@ def measure_engine_steps(
         result = run_load(state, specs, prompts, RunOptions(concurrency=n, show_progress=False))
         return list(result.records)
 
-    run(1, 8, 4)  # warm-up: the engine builds its cache and compiles its paths on the first requests
-    samples: list[EngineStepSample] = []
-    p, o = config.decode_prompt_tokens, config.decode_output_tokens
+    # warm-up: the engine builds its cache and compiles its paths on the first requests (one batch of
+    # each decode size, and a prefill, so no shape is first seen while timed)
+    run(1, 8, 4)
     for n in config.decode_batches:
-        times: list[float] = []
-        generated: list[float] = []
-        for _ in range(config.repeats):
+        run(n, 8, 4)
+    run(1, max(config.prefill_tokens), 2)
+    # Each sample's repeats are spread over the whole measurement (the repeat loop is the outer one):
+    # on a shared machine the engine's pace drifts over tens of seconds, and a median over repeats
+    # taken back to back would describe one moment of it, not the pace the engine serves at.
+    p, o = config.decode_prompt_tokens, config.decode_output_tokens
+    decode: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.decode_batches}
+    prefill: dict[int, tuple[list[float], list[float]]] = {c: ([], []) for c in config.prefill_tokens}
+    for _ in range(config.repeats):
+        for n in config.decode_batches:
+            times, generated = decode[n]
             for step, made in _window_step_times(run(n, p, o)):
                 times.append(step)
                 generated.append(made)
+        for c in config.prefill_tokens:
+            (record,) = run(1, c, config.prefill_output_tokens)
+            if not record.success:
+                notes.append(f"prefill c={c}: {record.error_kind}: {record.error}")
+                continue
+            prefill[c][0].append(record.ttft_s)
+            prefill[c][1].extend(record.itl_s)
+    samples: list[EngineStepSample] = []
+    for n, (times, generated) in decode.items():
         if not times:
             notes.append(f"decode n={n}: no window where all {n} streams decoded")
             continue
         context = n * (p + statistics.median(generated))
         samples.append(EngineStepSample(n, 0, 0, round(context), 0, statistics.median(times)))
-    for c in config.prefill_tokens:
-        ttfts: list[float] = []
-        gaps: list[float] = []
-        for _ in range(config.repeats):
-            (record,) = run(1, c, config.prefill_output_tokens)
-            if not record.success:
-                notes.append(f"prefill c={c}: {record.error_kind}: {record.error}")
-                continue
-            ttfts.append(record.ttft_s)
-            gaps.extend(record.itl_s)
+    for c, (ttfts, gaps) in prefill.items():
         if ttfts:
             pairs = c * (c + 1) // 2
             samples.append(EngineStepSample(0, c, 1, 0, pairs, statistics.median(ttfts), first_token=True))
