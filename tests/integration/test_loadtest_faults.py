@@ -18,9 +18,11 @@ import pytest
 from conftest import SHARED_DATA
 
 from gpuplace.cli import main
+from gpuplace.deploy import write_record
 from gpuplace.loadtest.config import LoadTestConfig
 from gpuplace.loadtest.io import read_records
 from gpuplace.loadtest.run import run_loadtest_step
+from gpuplace.types import DeploymentRecord
 from gpuplace.types.plan import Prediction
 from tests.support.plans import sample_plan, write_sample_plan, yaml_docs
 from tests.support.testserver import FaultServer, ServerOptions
@@ -138,11 +140,24 @@ def test_cli_synthetic_poisson_writes_report_and_records(server: FaultServer, tm
     report = json.loads((out / "report.json").read_text())
     assert report["completed"] == 40 and report["workload"]["rate_rps"] == 40.0
     assert report["workload"]["arrival"] == "poisson"
-    assert set(report["predicted_vs_measured"]) == {"tpot_p50_s", "tpot_p99_s", "ttft_p50_s", "ttft_p99_s"}
+    # a bare endpoint: the load test does not know what served it, so the plan's prediction (for an H100)
+    # is not compared, and the report says why
+    assert report["predicted_vs_measured"] == {}
+    assert any("prediction is for H100-SXM5-80GB" in n and "not compared" in n for n in report["notes"])
     assert report["slo"] == {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05, "rate_rps": 40.0}  # --slo-tpot-ms won
     frame = pd.read_parquet(out / "records.parquet")
     assert len(frame) == 40 and frame["scheduled_s"].is_monotonic_increasing
     assert len((out / "records.jsonl").read_text().splitlines()) == 40
+
+    # a deployment record saying the requests were served on the plan's device: compared
+    record = DeploymentRecord("local", "d", "", server.url, "tiny", True, served_on="H100-SXM5-80GB")
+    write_record(record, tmp_path / "dep")
+    code = main(["loadtest", "--deployment", str(tmp_path / "dep" / "deployment.json"),
+                 "--prompt-tokens", "64", "--output-tokens", "8", "--rate", "40", "--max-requests", "20",
+                 "--plan", str(plan), "--out", str(tmp_path / "out2"), "--quiet"])  # fmt: skip
+    assert code == 0
+    report = json.loads((tmp_path / "out2" / "report.json").read_text())
+    assert set(report["predicted_vs_measured"]) == {"tpot_p50_s", "tpot_p99_s", "ttft_p50_s", "ttft_p99_s"}
     assert "| TTFT |" in (out / "summary.md").read_text()
 
 
