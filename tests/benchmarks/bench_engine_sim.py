@@ -47,8 +47,8 @@ def one_simulation(repeats: int) -> dict[str, Any]:
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.engine import vllm_engine_params
     from gpuplace.planner.engine_sim import simulate
-    from gpuplace.planner.latency import Shape
     from gpuplace.planner.replica import ReplicaModel, TrafficShape
+    from gpuplace.planner.shape import Shape
     from gpuplace.planner.steptime import roofline_step_model
     from gpuplace.workload import LengthDist
 
@@ -82,59 +82,33 @@ def one_simulation(repeats: int) -> dict[str, Any]:
 
 
 def plan_work(inventory_source: str, repeats: int) -> dict[str, Any]:
-    from test_planner import synthetic_profile
-
-    from gpuplace.catalog import load_gpu_catalog
+    """The whole plan, as `gpuplace plan` computes it (no profile: GPU-class efficiency defaults): every
+    shape of the fleet priced with the serving model, the fewest replicas searched for each, placement."""
+    from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
     from gpuplace.catalog.efficiency import load_efficiency_table
-    from gpuplace.errors import InvalidInput
     from gpuplace.inventory import load_inventory
-    from gpuplace.planner import PlanRequest, calibrate
-    from gpuplace.planner.engine import vllm_engine_params
-    from gpuplace.planner.replica import ReplicaModel, TrafficShape
-    from gpuplace.planner.search import _enumerate, usable_nodes
-    from gpuplace.planner.steptime import roofline_step_model
-    from gpuplace.types.engine import ServingPrediction
-    from gpuplace.types.plan import Slo
-    from gpuplace.workload import LengthDist
+    from gpuplace.planner import PlanRequest, plan_placement
 
     catalog = load_gpu_catalog()
     table = load_efficiency_table()
     inventory = load_inventory(inventory_source, catalog=catalog)
-    slo = Slo(tpot_p99_s=0.05, ttft_p99_s=2.0, rate_rps=20.0)
-    request = PlanRequest("llama-3.1-8b", slo)
-    cal = calibrate(synthetic_profile())
-    arch = cal.arch
-    shapes, _ = _enumerate(usable_nodes(inventory, request.tolerated_taints), catalog, request, cal)
-    traffic = TrafficShape(LengthDist("fixed", 512), LengthDist("fixed", 128), requests=1200)
-
-    def meets(p: ServingPrediction) -> bool:
-        return p.stable and p.tpot.p99 <= slo.bound("tpot_p99_s") and p.ttft.p99 <= slo.bound("ttft_p99_s")
-
-    walls, sims, chosen = [], 0, []
+    params = {"model": "llama-3.1-8b", "slo_tpot_ms": 50, "slo_ttft_ms": 2000, "rate": 20.0}
+    request = PlanRequest.from_params({**params, "prompt_tokens": "512", "output_tokens": "128"}, catalog)
+    arch = model_arch_from_config("llama-3.1-8b", resolve_model("llama-3.1-8b").config)
+    walls, plan = [], None
     for _ in range(repeats):
-        sims, chosen = 0, []
         t0 = time.perf_counter()
-        for s in shapes:
-            shape = s.shape()
-            try:
-                engine = vllm_engine_params(arch, s.spec, shape.tp, memory_gib=shape.memory_gib or None)
-            except InvalidInput:
-                continue  # the weights do not fit: rejected without simulating
-            model = roofline_step_model(arch, shape, table.for_gpu(s.spec, arch))
-            replica = ReplicaModel(engine, model, traffic)
-            count, _pred = replica.fewest_replicas(slo.bound("rate_rps"), meets, max(1, min(s.units, 512)))
-            sims += replica.simulations
-            if count:
-                chosen.append((s.spec.name, s.kind, s.tp, s.mig_profile, count))
+        plan = plan_placement(arch, inventory, catalog, request, efficiency=table)
         walls.append(time.perf_counter() - t0)
+    assert plan is not None
+    feasible = [c for c in plan.candidates if c.verdict in ("chosen", "feasible")]
     return {
         "inventory": Path(inventory_source).name,
         "nodes": len(inventory.nodes),
-        "shapes": len(shapes),
-        "simulations": sims,
+        "shapes": len(plan.candidates),
         "median_s": statistics.median(walls),
-        "per_simulation_s": statistics.median(walls) / max(sims, 1),
-        "feasible": [f"{c[4]}× {c[0]} {c[1]} TP{c[2]} {c[3]}".strip() for c in chosen],
+        "chosen": plan.chosen.label,
+        "feasible": [c.label for c in feasible],
     }
 
 
@@ -163,23 +137,23 @@ def markdown(data: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "## The serving-model work of one plan",
+        "## One whole plan",
         "",
-        "Every shape of the fleet (the planner's enumeration), llama-3.1-8b, 512/128 tokens at 20 req/s, SLO "
-        "p99 TPOT ≤ 50 ms and p99 TTFT ≤ 2 s, fewest replicas by search up from the fluid capacity bound, "
-        "1,200 requests per simulation. Goal once integrated: the whole plan < 1 s on the bundled fleets, "
-        "< 3 s on the Alibaba fleet.",
+        "`plan_placement` as `gpuplace plan` runs it without a profile (GPU-class efficiency defaults): "
+        "llama-3.1-8b, 512/128 tokens at 20 req/s, SLO p99 TPOT ≤ 50 ms and p99 TTFT ≤ 2 s; every shape of "
+        "the fleet priced with the serving model (fewest replicas by search up from the fluid capacity "
+        "bound, 1,200 simulated requests each), then placed. Goal: < 1 s on the bundled fleets, < 3 s on "
+        "the Alibaba fleet.",
         "",
-        "| fleet | nodes | shapes | simulations | median time | per simulation | goal | shapes that meet the SLO |",
-        "|---|---:|---:|---:|---:|---:|---|---|",
+        "| fleet | nodes | shapes | median time | goal | chosen | shapes that meet the SLO |",
+        "|---|---:|---:|---:|---|---|---|",
     ]
     for p in data["plans"]:
         goal = 3.0 if p["nodes"] > 100 else 1.0
         verdict = "met" if p["median_s"] < goal else "**missed**"
         lines.append(
-            f"| {p['inventory']} | {p['nodes']} | {p['shapes']} | {p['simulations']} | "
-            f"{p['median_s'] * 1e3:.0f} ms | {p['per_simulation_s'] * 1e3:.1f} ms | < {goal:g} s: {verdict} | "
-            f"{', '.join(p['feasible']) or 'none'} |"
+            f"| {p['inventory']} | {p['nodes']} | {p['shapes']} | {p['median_s'] * 1e3:.0f} ms | "
+            f"< {goal:g} s: {verdict} | {p['chosen']} | {', '.join(p['feasible']) or 'none'} |"
         )
     lines += [
         "",

@@ -108,7 +108,7 @@ def gpuplace_replica(model: str, gpu: str, tp: int) -> tuple[Any, Any] | None:
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.errors import InvalidInput
     from gpuplace.planner.engine import vllm_engine_params
-    from gpuplace.planner.latency import Shape
+    from gpuplace.planner.shape import Shape
     from gpuplace.planner.steptime import roofline_step_model
 
     spec = load_gpu_catalog().get(gpu)

@@ -121,16 +121,16 @@ def ks_tests(achieved_starts: list[float], rate: float) -> dict[str, Any]:
 
 def local_target() -> dict[str, Any]:
     from gpuplace.deploy.local import deploy_local, teardown_local
-    from gpuplace.loadtest.step import LoadTestConfig, run_sweep_step
+    from gpuplace.loadtest.config import LoadTestConfig
+    from gpuplace.loadtest.sweep import run_sweep_step
 
     with tempfile.TemporaryDirectory() as tmp:
         _log("starting transformers serve (tiny preset, CPU)")
         record = deploy_local("tiny", workdir=Path(tmp), device="cpu", startup_timeout_s=300)
         try:
             config = LoadTestConfig.from_params(
-                endpoint=record.endpoint, model=record.served_model_name, tokenizer=record.served_model_name,
-                prompt_tokens="64", output_tokens="32", max_requests=8,
-            )  # fmt: skip
+                {"prompt_tokens": "64", "output_tokens": "32", "max_requests": 8}, deployment=record
+            )
             points = run_sweep_step(config, Path(tmp) / "sweep", concurrencies=(1, 2, 4))
         finally:
             teardown_local(record)
