@@ -49,8 +49,7 @@ ATTEMPTS = 3
 def _single_decode_s(steps_file: Path) -> float:
     from gpuplace.profiling.engine_steps import read_engine_steps
 
-    steps = read_engine_steps(steps_file)
-    return steps.fixed_s + steps.per_seq_s + steps.per_token_s
+    return read_engine_steps(steps_file).predict_s(tokens=1, seqs=1, context_tokens=0)
 
 
 def _calibrate(record, out: Path) -> Path:  # type: ignore[no-untyped-def]

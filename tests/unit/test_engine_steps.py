@@ -130,3 +130,23 @@ def test_importing_the_profiler_parts_needs_neither_kfp_nor_mlflow_nor_aiohttp()
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_not_measured_output_is_refused_by_the_planner_naming_how_to_measure(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The profile component's engine_steps output when not asked to measure: an empty file (KFP needs
+    the output), which the plan step's reader refuses with the command that measures it."""
+    from gpuplace.deploy.calibrate import engine_steps_output
+    from gpuplace.profiling.engine_steps import read_engine_steps
+
+    out = tmp_path / "engine_steps"
+    assert engine_steps_output("tiny", out, device="cpu", measure=False) is None
+    assert out.read_text() == ""
+    with pytest.raises(InvalidInput, match=r"holds no measured engine steps.*--engine-steps"):
+        read_engine_steps(out)
+
+
+def test_the_profile_describes_its_fit_in_one_line() -> None:
+    profile = EngineStepProfile("e", "cpu", "x86", "tiny", **TRUE, rms_relative_error=0.06)
+    line = profile.describe()
+    assert line.startswith("e on x86 (tiny): step = ")
+    assert f"{TRUE['fixed_s'] * 1e3:.2f} ms" in line and "fit RMS error 6% over 0 samples" in line

@@ -73,9 +73,8 @@ def profile_latency(
     for name, value in profile_metrics(result.profile).items():
         metrics.log_metric(name, value)
     profile.metadata.update({"model": model, "device": result.profile.device.name, "format": "parquet"})
-    Path(engine_steps.path).write_text("")  # "not measured": the plan step says how to measure it
-    if measure_engine_steps:
-        from gpuplace.deploy.calibrate import run_engine_steps_step
+    from gpuplace.deploy.calibrate import engine_steps_output
 
-        steps = run_engine_steps_step(model, Path(engine_steps.path), device=device)
+    steps = engine_steps_output(model, Path(engine_steps.path), device=device, measure=measure_engine_steps)
+    if steps is not None:
         engine_steps.metadata.update({"model": model, "device": steps.device_name, "fixed_s": steps.fixed_s})

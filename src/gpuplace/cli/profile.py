@@ -107,20 +107,13 @@ class ProfileCommand(Command):
         from gpuplace.deploy.calibrate import run_engine_steps_step
         from gpuplace.errors import InvalidInput
 
-        out = Path(args.out)
-        if out.suffix != ".json":
+        if Path(args.out).suffix != ".json":  # the flag's file, before anything is measured
             raise InvalidInput(
                 "out", args.out, "must end in .json with --engine-steps", "e.g. --out steps.json"
             )
-        steps = run_engine_steps_step(args.model, out, device=args.device)
-        print(
-            f"{steps.engine} on {steps.device_name} ({steps.model}): step = {steps.fixed_s * 1e3:.2f} ms "
-            f"+ {steps.per_token_s * 1e6:.1f} µs/token + {steps.per_seq_s * 1e6:.1f} µs/sequence "
-            f"+ {steps.per_context_token_s * 1e9:.1f} ns/context token; request overhead "
-            f"{steps.request_overhead_s * 1e3:.2f} ms; fit RMS error {steps.rms_relative_error:.0%} "
-            f"over {len(steps.samples)} samples"
-        )
+        steps = run_engine_steps_step(args.model, Path(args.out), device=args.device)
+        print(steps.describe())
         for note in steps.notes:
             print(f"note: {note}")
-        print(f"wrote {out}")
+        print(f"wrote {args.out}")
         return 0

@@ -71,7 +71,7 @@ def sla_breach_cost_usd_per_month(breaches_per_month: float, penalty_usd_per_bre
 
 def prediction_applies(deployment: DeploymentRecord, plan: PlacementPlan | None) -> bool:
     """Whether the plan's latency prediction is for the device that served this path's requests."""
-    return plan is not None and bool(deployment.served_on) and deployment.served_on == plan.chosen.unit
+    return plan is not None and plan.prediction_for(deployment.served_on) is not None
 
 
 def prediction_errors(report: LatencyReport, predicted: Prediction | None) -> dict[str, float]:
@@ -84,8 +84,12 @@ def prediction_errors(report: LatencyReport, predicted: Prediction | None) -> di
 
 def mean_abs_prediction_error(report: LatencyReport, predicted: Prediction | None) -> float:
     """Mean of |measured − predicted| / predicted over p99 TTFT and p99 TPOT; NaN without a prediction."""
-    errors = [abs(e) for k, e in prediction_errors(report, predicted).items() if k.endswith("p99_s")]
-    return sum(errors) / len(errors) if errors else math.nan
+    return _mean_abs_p99(prediction_errors(report, predicted))
+
+
+def _mean_abs_p99(errors: Mapping[str, float]) -> float:
+    p99 = [abs(e) for k, e in errors.items() if k.endswith("p99_s")]
+    return sum(p99) / len(p99) if p99 else math.nan
 
 
 def latency_predictability(report: LatencyReport) -> float:
@@ -238,8 +242,7 @@ def path_metrics(
             )
     if dep.target == "local":
         notes.append("served by the local target (one process on this machine), not a Kubernetes cluster")
-    p99 = [abs(e) for k, e in errors.items() if k.endswith("p99_s")]
-    error = sum(p99) / len(p99) if p99 else math.nan
+    error = _mean_abs_p99(errors)
     return PathMetrics(
         path=result.path,
         serving_target=dep.target,

@@ -93,7 +93,7 @@ def run_engine_steps_step(
     model: str, out: Path, *, device: str = "auto", workdir: Path | None = None
 ) -> EngineStepProfile:
     """``gpuplace profile --engine-steps`` and the ``profile_latency`` component: measure the local engine
-    and write the profile (:func:`gpuplace.profiling.engine_steps.write_engine_steps`)."""
+    and write the profile (:func:`gpuplace.profiling.engine_steps.write_engine_steps`) to ``out``."""
     import tempfile
 
     from gpuplace.profiling.engine_steps import write_engine_steps
@@ -102,6 +102,16 @@ def run_engine_steps_step(
         profile = profile_local_engine(model, workdir=workdir or Path(tmp), device=device)
     write_engine_steps(profile, out)
     return profile
+
+
+def engine_steps_output(model: str, out: Path, *, device: str, measure: bool) -> EngineStepProfile | None:
+    """The ``profile_latency`` component's ``engine_steps`` output: the measured local engine when
+    ``measure``, else an empty file, which :func:`~gpuplace.profiling.engine_steps.read_engine_steps`
+    refuses naming how to measure it (a KFP output must exist either way)."""
+    if not measure:
+        Path(out).write_text("")
+        return None
+    return run_engine_steps_step(model, Path(out), device=device)
 
 
 def fit_request_work_s(

@@ -152,14 +152,11 @@ class LoadTestConfig:
         plan_slo = planned.plan.slo if planned is not None else Slo()
         predicted, prediction_note = None, ""
         if planned is not None and planned.plan.prediction is not None:
-            # A prediction is checked only against a measurement on the device it is for.
-            unit = planned.plan.chosen.unit
             served_on = deployment.served_on if deployment is not None else ""
-            if served_on and served_on == unit:
-                predicted = planned.plan.prediction
-            else:
+            predicted = planned.plan.prediction_for(served_on)
+            if predicted is None:
                 prediction_note = (
-                    f"the plan's prediction is for {unit}; the requests were served on "
+                    f"the plan's prediction is for {planned.plan.chosen.unit}; the requests were served on "
                     f"{served_on or 'a device the load test does not know (no deployment record)'}: "
                     "not compared"
                 )

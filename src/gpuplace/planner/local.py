@@ -13,8 +13,6 @@ prediction against a measurement on the same device. Pure.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass, replace
 
@@ -23,7 +21,7 @@ from gpuplace.planner.evaluate import meets_slo, planned_traffic, ratios, reject
 from gpuplace.planner.placement import fit_score
 from gpuplace.planner.replica import ReplicaModel
 from gpuplace.planner.request import PlanRequest
-from gpuplace.planner.shapes import slug
+from gpuplace.planner.shapes import inputs_id, slug
 from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, measured_step_model
 from gpuplace.types import ModelArch
 from gpuplace.types.engine import EngineParams, EngineStepProfile, ServingPrediction
@@ -116,7 +114,7 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         f"at {request.slo.bound('rate_rps'):g} req/s",
     )
     inputs = {"steps": steps.to_json_dict(), "engine": engine.to_json_dict(), "request": asdict(request)}
-    plan_id = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    plan_id = inputs_id(inputs)
     return PlacementPlan(
         plan_id=plan_id,
         deployment_name=request.deployment_name or f"gpuplace-{slug(request.model)}",

@@ -14,8 +14,6 @@ does.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -28,7 +26,7 @@ from gpuplace.planner.fragmentation import FragmentationModel, mix_to_json
 from gpuplace.planner.placement import FleetState, choose, fit_score
 from gpuplace.planner.request import KINDS, PlanRequest
 from gpuplace.planner.shape import SERVING_DTYPE_BYTES
-from gpuplace.planner.shapes import ShapeSpec, enumerate_shapes, slug, usable_nodes
+from gpuplace.planner.shapes import ShapeSpec, enumerate_shapes, inputs_id, slug, usable_nodes
 from gpuplace.types import Inventory, LatencyProfile, ModelArch, Node
 from gpuplace.types.engine import EngineParams
 from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan, Prediction, Slo
@@ -136,8 +134,7 @@ def plan_id_of(
         "request": {k: v for k, v in asdict(request).items()},
         "prices": {g.name: g.price_usd_per_hour for g in catalog},
     }
-    text = json.dumps(inputs, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return inputs_id(inputs)
 
 
 def _fix_text(rejected: Sequence[Candidate], request: PlanRequest) -> str:

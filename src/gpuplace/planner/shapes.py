@@ -7,6 +7,8 @@ Pure.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,12 @@ def slug(text: str) -> str:
     """A DNS-1123 label from a model name (lower case, '-' separated, ≤ 63 characters)."""
     s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
     return re.sub(r"-+", "-", s)[:50].strip("-") or "model"
+
+
+def inputs_id(inputs: Mapping[str, object]) -> str:
+    """A plan id: the hash of everything the plan depends on (same inputs, same id)."""
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def usable_nodes(inventory: Inventory, tolerated: Sequence[str]) -> tuple[Node, ...]:

@@ -139,6 +139,16 @@ class EngineStepProfile:
             + self.per_pair_s * pairs
         )
 
+    def describe(self) -> str:
+        """One line: the fitted step model, the request overhead and how well the fit holds."""
+        return (
+            f"{self.engine} on {self.device_name} ({self.model}): step = {self.fixed_s * 1e3:.2f} ms "
+            f"+ {self.per_token_s * 1e6:.1f} µs/token + {self.per_seq_s * 1e6:.1f} µs/sequence "
+            f"+ {self.per_context_token_s * 1e9:.1f} ns/context token; request overhead "
+            f"{self.request_overhead_s * 1e3:.2f} ms; fit RMS error {self.rms_relative_error:.0%} "
+            f"over {len(self.samples)} samples"
+        )
+
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "engine": self.engine,

@@ -233,6 +233,12 @@ class PlacementPlan:
     def prediction(self) -> Prediction | None:
         return self.chosen.prediction
 
+    def prediction_for(self, served_on: str) -> Prediction | None:
+        """The prediction, if the requests were served on the device it is for (``served_on``, a
+        catalog unit; "" when not known): a prediction is only ever checked against a measurement on
+        its own device."""
+        return self.prediction if served_on and served_on == self.chosen.unit else None
+
     def to_json_dict(self) -> dict[str, Any]:
         pred = self.chosen.prediction
         data: dict[str, Any] = {
