@@ -66,27 +66,9 @@ def test_plan_on_a_live_cluster_uses_its_running_pods_as_the_workload(
         kube_api.apply(pod, kube_namespace)
     wait_running(kube_api, kube_namespace, [p["metadata"]["name"] for p in pods])
 
-    profile = tmp_path / "profile.parquet"
-    assert (
-        main(
-            [
-                "profile",
-                "--model",
-                "tiny",
-                "--device",
-                "cpu",
-                "--repeats",
-                "2",
-                "--out",
-                str(profile),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
     monkeypatch.setenv("KUBECONFIG", str(controlplane.kubeconfig))
     plan_dir = tmp_path / "plan"
-    args = ["plan", "--model", "tiny", "--profile", str(profile), "--inventory", "cluster"]
+    args = ["plan", "--model", "tiny", "--inventory", "cluster"]  # GPU-class defaults: no profile needed
     args += ["--slo-tpot-ms", "50", "--slo-ttft-ms", "500", "--rate", "20", "--out", str(plan_dir)]
     assert main(args) == 0
 
