@@ -114,16 +114,35 @@ def test_the_request_overhead_adds_to_ttft_and_e2e_not_to_tpot() -> None:
     assert r.tpot_s == pytest.approx(0.011)
 
 
-def test_a_finished_requests_server_work_delays_the_next_step() -> None:
-    # a server that does each request's HTTP work in its step loop's process: 5 ms per request
+def test_a_request_arriving_while_others_run_delays_them_by_its_server_work() -> None:
+    # a server that handles each arriving request (HTTP, tokenising) in its step loop's process: 5 ms
     model = StepTimeModel(fixed_s=0.010, per_token_s=0.001, request_work_s=0.005)
-    a, b = run([RequestSpec(0, 0.0, 10, 2), RequestSpec(1, 0.0, 10, 4)], engine(), model).requests
+    a, b = run([RequestSpec(0, 0.0, 10, 5), RequestSpec(1, 0.025, 10, 2)], engine(), model).requests
 
-    # step 1: both prefill (30 ms); step 2: both decode (12 ms), A done; step 3: A's work, then B's
-    # decode (5 + 11 ms); step 4: B's last decode (11 ms)
-    assert (a.first_token_s, a.finish_s) == pytest.approx((0.030, 0.042))
-    assert b.first_token_s == pytest.approx(0.030)  # its own TTFT carries no request work
-    assert b.finish_s == pytest.approx(0.042 + 0.016 + 0.011)
+    # A alone: prefill 0-20 ms (no work: nothing ran when it arrived), decode 20-31 ms; B arrives at
+    # 25 ms while A runs, so the next step waits for its work: 31 + 5 + (10 + 11·1) = 57 ms, A's second
+    # token and B's first; then both decode (12 ms): 69 ms, B done; A's fifth and last: 80 ms
+    assert a.first_token_s == pytest.approx(0.020)
+    assert b.first_token_s == pytest.approx(0.057)
+    assert b.finish_s == pytest.approx(0.069)
+    assert a.finish_s == pytest.approx(0.080)
+
+
+def test_a_request_arriving_at_an_idle_engine_costs_no_work() -> None:
+    model = StepTimeModel(fixed_s=0.010, per_token_s=0.001, request_work_s=0.005)
+    a, b = run([RequestSpec(0, 0.0, 10, 2), RequestSpec(1, 1.0, 10, 2)], engine(), model).requests
+
+    assert b.ttft_s == pytest.approx(a.ttft_s) == pytest.approx(0.020)
+
+
+def test_measured_decode_steps_beyond_the_linear_terms_are_added_by_decode_count() -> None:
+    model = StepTimeModel(fixed_s=0.010, per_seq_s=0.001, decode_excess_s=(0.0, 0.004))
+    a, b = run([RequestSpec(0, 0.0, 1, 3), RequestSpec(1, 0.0, 1, 3)], engine(), model).requests
+
+    # step 1: both prompts (0 decodes: no excess), 12 ms; steps 2-3: 2 decodes, 12 + 4 ms each
+    assert a.first_token_s == pytest.approx(0.012)
+    assert a.finish_s == b.finish_s == pytest.approx(0.012 + 2 * 0.016)
+    assert model.step_s(5, 5, 5, decodes=5) == pytest.approx(0.010 + 0.005 + 0.004)  # the last holds
 
 
 def test_closed_loop_keeps_the_concurrency_and_starts_the_next_on_each_completion() -> None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from dataclasses import replace
 
 import pytest
 
-from gpuplace.deploy.calibrate import fit_request_work_s
 from gpuplace.errors import InvalidInput
 from gpuplace.profiling.engine_steps import EngineStepConfig, _window_step_times, fit_step_profile
-from gpuplace.types.engine import EngineStepProfile, EngineStepSample
+from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun
 from gpuplace.types.loadtest import RequestResult
 
 TRUE = {
@@ -95,25 +95,36 @@ def test_the_decode_window_is_where_every_stream_decodes() -> None:
     assert _window_step_times([a, _record(0.5, [0.1, 0.2])]) == []  # no common window
 
 
-def test_the_request_work_is_fitted_back_from_a_median_tpot() -> None:
-    from gpuplace.catalog import model_arch_from_config, resolve_model
-    from gpuplace.planner.engine import transformers_engine_params
-    from gpuplace.planner.engine_sim import simulate
-    from gpuplace.planner.steptime import measured_step_model
-    from gpuplace.workload import RequestSpec, arrival_times
+def test_interference_gaps_split_the_streams_gaps_by_what_else_was_in_flight() -> None:
+    from gpuplace.profiling.engine_steps import interference_gaps
 
-    profile = EngineStepProfile("e", "cpu", "x86", "tiny", **{k: v for k, v in TRUE.items()})
-    engine = transformers_engine_params(
-        model_arch_from_config("tiny", resolve_model("tiny").config), 0.0, num_blocks=64
-    )
-    times = arrival_times(200, 20.0, seed=3)
-    specs = [RequestSpec(i, t, 64, 32) for i, t in enumerate(times)]
-    truth = replace(profile, request_work_s=0.004)
-    measured = simulate(specs, engine, measured_step_model(truth), discard_head=0, discard_tail=0).tpot.p50
+    # the stream: tokens every 4 ms from 10 ms, except 6 ms from 18 to 24 (a request sent at 20 ms)
+    stream = _record(0.0, [0.010, 0.014, 0.018, 0.024, 0.028, 0.032, 0.036, 0.040])
+    other = replace(_record(0.020, [0.010, 0.014]), index=1)  # in flight 20-34 ms
 
-    # a median moves in steps, so the fit lands anywhere on the step that holds the truth
-    assert fit_request_work_s(profile, engine, specs, measured) == pytest.approx(0.004, rel=0.05)
-    assert fit_request_work_s(profile, engine, specs, 1e-6) == 0.0  # already slower than measured
+    run = interference_gaps([stream, other])
+    assert run.arrival_gaps_s == pytest.approx((0.006,))
+    assert run.quiet_gaps_s == pytest.approx((0.004, 0.004, 0.004))  # 10-14, 14-18, 36-40
+    assert run.work_s == pytest.approx(0.002)
+    assert math.isnan(InterferenceRun((), (0.004,)).work_s)
+    # a request whose first token came in the same gap: that gap holds its prefill step, not only its
+    # arrival, so it is neither
+    quick = replace(_record(0.019, [0.004, 0.008]), index=1)  # in flight 19-27 ms, first token at 23
+    assert interference_gaps([stream, quick]).arrival_gaps_s == ()
+
+
+def test_a_stall_of_the_machine_is_trimmed_from_the_work() -> None:
+    quiet = (0.004,) * 18 + (0.040, 0.004)
+    arrival = (0.006,) * 9 + (0.090,)
+    assert InterferenceRun(arrival, quiet).work_s == pytest.approx(0.002)
+
+
+def test_a_profile_with_interference_runs_survives_its_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpuplace.profiling.engine_steps import read_engine_steps, write_engine_steps
+
+    run = InterferenceRun((0.006, 0.007), (0.004, 0.0041, 0.0039))
+    profile = EngineStepProfile("e", "cpu", "x86", "tiny", **TRUE, interference=(run,))
+    assert read_engine_steps(write_engine_steps(profile, tmp_path / "s.json")).interference == (run,)
 
 
 def test_config_validation_names_the_field() -> None:
@@ -121,6 +132,11 @@ def test_config_validation_names_the_field() -> None:
         EngineStepConfig(decode_batches=())
     with pytest.raises(InvalidInput, match="repeats"):
         EngineStepConfig(repeats=0)
+    with pytest.raises(InvalidInput, match="context_batches"):
+        EngineStepConfig(context_batches=(0,))
+    with pytest.raises(InvalidInput, match="injected"):
+        EngineStepConfig(injected_every_steps=0)
+    assert EngineStepConfig(context_batches=(), injected=0).context_batches == ()  # both optional
 
 
 def test_importing_the_profiler_parts_needs_neither_kfp_nor_mlflow_nor_aiohttp() -> None:

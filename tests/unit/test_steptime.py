@@ -180,6 +180,27 @@ def test_measured_step_model_is_the_fitted_line() -> None:
 
     assert model.step_s(8, 8, 8, 300, 0) == pytest.approx(prof.predict_s(8, 8, 300))
     assert model.request_overhead_s == 0.006
+    assert model.decode_excess_s == ()  # no decode samples: the line alone
+
+
+def test_measured_decode_steps_are_reproduced_where_the_line_misses_them() -> None:
+    from gpuplace.types.engine import EngineStepSample
+
+    prof = EngineStepProfile("e", "cpu", "x86", "tiny", 0.003, 0.0, 0.0005, 0.0)
+    # measured: 1 decode 3.5 ms (on the line), 2 decodes 4.6 ms (0.6 above), 4 decodes 5.0 ms (0 above)
+    samples = (
+        EngineStepSample(1, 0, 0, 40, 0, 0.0035),
+        EngineStepSample(2, 0, 0, 80, 0, 0.0046),
+        EngineStepSample(4, 0, 0, 160, 0, 0.0050),
+        EngineStepSample(0, 64, 1, 0, 2080, 0.009, first_token=True),  # a prefill: not a decode step
+    )
+    model = measured_step_model(replace(prof, samples=samples))
+
+    assert model.decode_excess_s == pytest.approx((0.0, 0.0006, 0.0003, 0.0))
+    assert model.step_s(2, 2, 2, 80, decodes=2) == pytest.approx(0.0046)
+    assert model.step_s(3, 3, 3, 120, decodes=3) == pytest.approx(0.0048)  # interpolated
+    assert model.step_s(8, 8, 8, 320, decodes=8) == pytest.approx(0.007)  # beyond: the last excess
+    assert model.decode_terms(2)[0] == pytest.approx(0.0046)
 
 
 # --- which efficiencies: profile or defaults ------------------------------------------------------

@@ -7,10 +7,8 @@ engine's per-step overhead, not the model, dominates, so it is measured, never a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gpuplace.deploy.local import deploy_local, teardown_local
 from gpuplace.profiling.engine_steps import EngineStepConfig, measure_engine_steps
@@ -81,7 +79,7 @@ def measure_local_deployment(
         record.served_model_name,
         load_tokenizer(model),
         config=config or EngineStepConfig(),
-        engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}",
+        engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}".strip(),
         device_kind="cpu" if on_cpu else "cuda",
         # the unit a plan names: "cpu" on a CPU, else the catalog GPU (the local target's device)
         device_name=(platform.processor() or platform.machine()) if on_cpu else local_unit(),
@@ -112,82 +110,3 @@ def engine_steps_output(model: str, out: Path, *, device: str, measure: bool) ->
         Path(out).write_text("")
         return None
     return run_engine_steps_step(model, Path(out), device=device)
-
-
-def fit_request_work_s(
-    profile: EngineStepProfile,
-    engine: EngineParams,
-    requests: Sequence[Any],
-    measured_tpot_p50_s: float,
-    *,
-    upper_s: float = 0.25,
-) -> float:
-    """The engine time per request that makes the serving model reproduce a measured median TPOT.
-
-    ``requests`` are the :class:`~gpuplace.workload.RequestSpec` an open-loop run sent. The median, not
-    the mean: a few requests stalled by the machine (another job, a collection) would make a constant
-    per request absorb their stalls. TPOT rises with the per-request work, so it is bisected in
-    [0, ``upper_s``]; 0 when the model without it is already as slow as the measurement.
-    """
-    from dataclasses import replace
-
-    from gpuplace.planner.engine_sim import simulate
-    from gpuplace.planner.steptime import measured_step_model
-
-    def tpot(work_s: float) -> float:
-        model = measured_step_model(replace(profile, request_work_s=work_s))
-        result = simulate(
-            requests, engine, model, discard_head=0, discard_tail=0, abort_backlog=len(requests)
-        )
-        return result.tpot.p50
-
-    if not math.isfinite(measured_tpot_p50_s) or tpot(0.0) >= measured_tpot_p50_s:
-        return 0.0
-    lo, hi = 0.0, upper_s
-    if tpot(hi) < measured_tpot_p50_s:
-        return hi
-    for _ in range(20):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if tpot(mid) < measured_tpot_p50_s else (lo, mid)
-    return (lo + hi) / 2
-
-
-def measure_request_work(
-    endpoint: str,
-    served_model: str,
-    tokenizer: Any,
-    profile: EngineStepProfile,
-    engine: EngineParams,
-    *,
-    rate_rps: float,
-    lengths: Sequence[tuple[int, int]],
-    seed: int = 29,
-) -> EngineStepProfile:
-    """``profile`` with ``request_work_s`` fitted to a light open-loop Poisson run of ``lengths``.
-
-    A server that handles HTTP requests in the process of its step loop (``transformers serve``) spends
-    engine time on every request beyond its tokens, which a run of concurrent streams does not show;
-    this run of arriving and finishing requests does (its median TPOT is matched). Use a rate well below
-    capacity, and other lengths or rates for what is then predicted, so that the prediction is not
-    fitted to itself.
-    """
-    from dataclasses import replace
-
-    from gpuplace.loadtest.client import EndpointState
-    from gpuplace.loadtest.prompts import PromptBuilder
-    from gpuplace.loadtest.runner import RunOptions, run_load
-    from gpuplace.workload import RequestSpec, arrival_times
-
-    times = arrival_times(len(lengths), rate_rps, seed=seed)
-    specs = [RequestSpec(i, t, p, o) for i, (t, (p, o)) in enumerate(zip(times, lengths, strict=True))]
-    builder = PromptBuilder(tokenizer, api="completions", seed=seed)
-    prompts = [builder.build(s.prompt_tokens) for s in specs]
-    report = run_load(
-        EndpointState(endpoint, served_model), specs, prompts, RunOptions(show_progress=False)
-    ).report
-    work = fit_request_work_s(profile, engine, specs, report.tpot.p50)
-    note = (
-        f"request_work_s fitted to {len(specs)} requests at {rate_rps:.2f} req/s "
-        f"(median TPOT {report.tpot.p50:.4f} s)"
-    )
-    return replace(profile, request_work_s=work, notes=(*profile.notes, note))

@@ -201,12 +201,8 @@ def simulate(
     exact = False  # blocks counted per request (entered when the upper bound nears capacity)
 
     def complete(i: int) -> None:
-        """``i`` sampled its last token in the step that just ended; closed loop: the next starts.
-
-        Its work beyond tokens (a one-process server's HTTP and bookkeeping) delays the next step.
-        """
+        """``i`` sampled its last token in the step that just ended; closed loop: the next starts."""
         nonlocal released, pending_work
-        pending_work += work
         del running[i]
         finish[i] = now + overhead
         held[i] = 0
@@ -214,6 +210,8 @@ def simulate(
             arrival[released] = now
             waiting.append(released)
             released += 1
+            if running:
+                pending_work += work  # it arrives while the engine runs (see the open loop's arrivals)
 
     def finish_decoders() -> None:
         nonlocal ctx
@@ -266,6 +264,10 @@ def simulate(
             while next_arrival < n_req and arrival[next_arrival] <= now:
                 waiting.append(next_arrival)
                 next_arrival += 1
+                if running:
+                    # A one-process server handles an arriving request (HTTP, tokenising, admission)
+                    # under the interpreter lock its step loop needs: the running requests wait for it.
+                    pending_work += work
         if len(waiting) > backlog_limit:
             return _unstable(step, now, preemptions, max_running)
         if not checked_end and next_arrival >= n_req:
@@ -297,7 +299,7 @@ def simulate(
             # A span of decode-only steps: jump to the next event.
             a = decode_a.get(n)
             if a is None:
-                a = decode_a[n] = step_s(n, n, n)
+                a = decode_a[n] = step_s(n, n, n, decodes=n)
             k = heap[0][0] - step if heap else 1
             if not closed and next_arrival < n_req and len(running) < max_seqs:
                 k = min(k, _steps_until(now, arrival[next_arrival], a, kv_b, ctx, n))
@@ -384,7 +386,7 @@ def simulate(
             if computed[i] >= need[i]:
                 samples += 1
                 done.append(i)
-        dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs) + pending_work
+        dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs, n) + pending_work
         pending_work = 0.0
         now += dt
         max_running = max(max_running, len(running))

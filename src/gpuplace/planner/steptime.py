@@ -21,9 +21,10 @@ efficiencies, plus fixed terms:
 * **fixed terms**: a per-step overhead (kernel floors, scheduling, sampling) and, measured on a real
   engine, per-token and per-sequence overheads (:class:`~gpuplace.types.engine.EngineStepProfile`);
   on a server that handles requests in the same process as its steps (``transformers serve``), also
-  the engine time each request costs beyond its tokens (the HTTP and bookkeeping work of a request
-  under the same interpreter lock), charged between steps when the request completes. vLLM's API
-  server runs in its own process, so there it is 0.
+  the engine time each arriving request costs the running ones (its HTTP, tokenising and admission
+  under the same interpreter lock), charged to the next step when a request arrives while others run;
+  and the measured decode steps beyond the linear terms (``decode_excess_s``). vLLM's API server runs
+  in its own process, so there the request work is 0.
 
 The efficiencies come from a profile of the same GPU model when one is given, else from the GPU-class
 defaults of ``catalog/data/efficiency.csv`` (:func:`choose_efficiencies`); a CPU profile never
@@ -35,6 +36,8 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+
+import numpy as np
 
 from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
@@ -59,6 +62,9 @@ class StepTimeModel:
     comm_s_per_token: float = 0.0  # all-reduce transfer per token processed
     request_overhead_s: float = 0.0  # added once to each request's TTFT
     request_work_s: float = 0.0  # engine time per request served beyond its tokens (one-process server)
+    # measured decode-only steps of n = 1, 2, ... sequences beyond the linear terms (index n − 1; the
+    # last holds for larger n): a real engine's decode step is not linear in n (measured_step_model)
+    decode_excess_s: tuple[float, ...] = ()
     source: str = ""
 
     def step_s(
@@ -68,15 +74,19 @@ class StepTimeModel:
         samples: float,
         decode_context: float = 0.0,
         prefill_pairs: float = 0.0,
+        decodes: int = 0,
     ) -> float:
         """Seconds for a step of ``tokens`` tokens from ``seqs`` requests, ``samples`` of them sampled,
-        whose decodes attend to ``decode_context`` cached tokens and whose prefills to ``prefill_pairs``
-        (query, key) pairs."""
+        whose ``decodes`` decode sequences attend to ``decode_context`` cached tokens and whose prefills
+        to ``prefill_pairs`` (query, key) pairs. ``decodes`` only matters with a measured
+        ``decode_excess_s``."""
         if tokens <= 0:
             return 0.0
         gemm = max(self.weights_s, tokens * self.gemm_s_per_token + samples * self.head_s_per_sample)
+        excess = self.decode_excess_s
         return (
-            self.fixed_s
+            (excess[min(decodes, len(excess)) - 1] if excess and decodes > 0 else 0.0)
+            + self.fixed_s
             + gemm
             + tokens * (self.per_token_s + self.comm_s_per_token)
             + seqs * self.per_seq_s
@@ -87,7 +97,7 @@ class StepTimeModel:
 
     def decode_terms(self, n: int) -> tuple[float, float]:
         """``(a, b)`` with a decode-only step of ``n`` sequences taking ``a + b·context`` seconds."""
-        return self.step_s(n, n, n), self.kv_s_per_token
+        return self.step_s(n, n, n, decodes=n), self.kv_s_per_token
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """One request's whole prompt in one step, alone (the zero-load TTFT without its overhead)."""
@@ -167,9 +177,13 @@ def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 
     """The step-time model of the engine and device a step profile measured, taken as it was fitted.
 
     On a CPU the engine's own overheads dominate and the roofline says little, so the fitted linear
-    model is used alone; it is valid only for the device and model it was measured with.
+    model is used, plus what the measured decode-only steps show beyond it (``decode_excess_s``: on
+    this machine's ``transformers serve`` the step of 2 decodes was 27% above the 1-decode step, and of
+    4 only 10% more again, a shape no linear term holds); it is valid only for the device and model it
+    was measured with.
     """
     return StepTimeModel(
+        decode_excess_s=decode_excess(profile),
         fixed_s=profile.fixed_s,
         per_token_s=profile.per_token_s,
         per_seq_s=profile.per_seq_s,
@@ -179,6 +193,22 @@ def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 
         request_work_s=profile.request_work_s,
         source=f"measured: {profile.engine} on {profile.device_name} ({profile.model})",
     )
+
+
+def decode_excess(profile: EngineStepProfile) -> tuple[float, ...]:
+    """Per decode count n = 1 … the largest measured, the median of the measured decode-only steps of
+    n sequences minus the profile's linear model of them, interpolated between measured counts
+    (index n − 1). Empty without decode-only samples."""
+    by_n: dict[int, list[float]] = {}
+    for s in profile.samples:
+        if s.prefill_tokens == 0 and not s.first_token and s.decode_seqs > 0:
+            residual = s.step_s - profile.predict_s(s.decode_seqs, s.decode_seqs, s.context_tokens)
+            by_n.setdefault(s.decode_seqs, []).append(residual)
+    if not by_n:
+        return ()
+    ns = sorted(by_n)
+    known = [statistics.median(by_n[n]) for n in ns]
+    return tuple(float(v) for v in np.interp(np.arange(1, ns[-1] + 1), ns, known))
 
 
 def measured_fraction(values: list[float], name: str, device: str) -> float:

@@ -8,9 +8,19 @@ needs a fraction of one. So it is measured, through the same HTTP server the loa
 
 * **decode steps**: ``n`` requests sent together with the same lengths; while all ``n`` are decoding
   every step adds one token to each, so each stream's token rate in that window is the step time of
-  ``n`` decodes at their context (n = 1, 2, 4, ...);
+  ``n`` decodes at their context (n = 1, 2, 4, ...); some ``n`` again with long prompts, so that the
+  cost per context token is measured, not confounded with ``n`` (on this machine's ``transformers
+  serve`` it is about 1.5 µs per cached token per step with ``tiny``: 16 decodes of 128-token prompts
+  step 20–30% slower than of 16-token ones);
 * **prefill**: one request alone with a ``c``-token prompt; its TTFT is the prefill step of ``c``
-  tokens plus the request's own overhead, and its next tokens are decode steps at context ``c``.
+  tokens plus the request's own overhead, and its next tokens are decode steps at context ``c``;
+* **interference**: one stream decoding while short requests arrive every few of its steps. A server
+  that handles requests in its step loop's process (``transformers serve``: HTTP, tokenising and
+  admission run under the interpreter lock the step loop needs) makes the running requests wait for
+  each arriving one, which neither bursts nor lone requests show. ``request_work_s`` is what an
+  arrival adds to the stream's gap over its quiet gaps in the same run (so a drift of the machine's
+  pace between runs does not enter it); the gaps are kept in the profile
+  (:class:`~gpuplace.types.engine.InterferenceRun`).
 
 A linear model is fitted to the medians, with non-negative coefficients and relative residuals:
 ``step = fixed + per_token·tokens + per_seq·seqs + per_context·context + per_pair·pairs`` and TTFT =
@@ -26,6 +36,7 @@ Needs the serving extra (aiohttp) only when measuring; importing this module nee
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -38,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from gpuplace.errors import InvalidInput
-from gpuplace.types.engine import EngineStepProfile, EngineStepSample
+from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun
 
 COEFFICIENTS: tuple[str, ...] = (
     "fixed_s",
@@ -58,14 +69,24 @@ class EngineStepConfig:
     decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16)
     decode_prompt_tokens: int = 16
     decode_output_tokens: int = 48
+    # the same decodes at a long context, so that the context term is not confounded with n
+    context_batches: tuple[int, ...] = (8, 16)
+    context_prompt_tokens: int = 384
     prefill_tokens: tuple[int, ...] = (16, 64, 256, 512)
     prefill_output_tokens: int = 6
     repeats: int = 5
+    # interference: the stream's length, and short requests sent every few of its (1-decode) steps
+    interference_output_tokens: int = 112
+    injected: int = 12
+    injected_every_steps: float = 8.0
+    injected_prompt_tokens: int = 16
+    injected_output_tokens: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("decode_batches", "prefill_tokens"):
+        for name in ("decode_batches", "prefill_tokens", "context_batches"):
             values = getattr(self, name)
-            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            bad = any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values)
+            if bad or (not values and name != "context_batches"):
                 raise InvalidInput(name, values, "must be positive integers", "e.g. (1, 2, 4, 8)")
         if self.decode_output_tokens < 2 * _MIN_WINDOW_TOKENS:
             raise InvalidInput(
@@ -73,6 +94,13 @@ class EngineStepConfig:
             )
         if self.prefill_output_tokens < 2:
             raise InvalidInput("prefill_output_tokens", self.prefill_output_tokens, "must be ≥ 2", "")
+        if self.injected < 0 or not self.injected_every_steps > 0:
+            raise InvalidInput(
+                "injected/injected_every_steps",
+                (self.injected, self.injected_every_steps),
+                "need a count ≥ 0 and a positive spacing",
+                "e.g. 12 requests every 8 steps (0 requests: no interference runs)",
+            )
         if self.repeats < 1:
             raise InvalidInput("repeats", self.repeats, "must be at least 1", "")
 
@@ -168,19 +196,31 @@ def measure_engine_steps(
     run(1, 8, 4)
     for n in config.decode_batches:
         run(n, 8, 4)
+    for n in config.context_batches:
+        run(n, config.context_prompt_tokens, 4)
     run(1, max(config.prefill_tokens), 2)
     # Each sample's repeats are spread over the whole measurement (the repeat loop is the outer one):
     # on a shared machine the engine's pace drifts over tens of seconds, and a median over repeats
     # taken back to back would describe one moment of it, not the pace the engine serves at.
     p, o = config.decode_prompt_tokens, config.decode_output_tokens
     decode: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.decode_batches}
+    long: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.context_batches}
+    p_long = config.context_prompt_tokens
     prefill: dict[int, tuple[list[float], list[float]]] = {c: ([], []) for c in config.prefill_tokens}
+    interference: list[InterferenceRun] = []
     for _ in range(config.repeats):
-        for n in config.decode_batches:
-            times, generated = decode[n]
-            for step, made in _window_step_times(run(n, p, o)):
-                times.append(step)
-                generated.append(made)
+        for prompt, batches in ((p, decode), (p_long, long)):
+            for n, (times, generated) in batches.items():
+                for step, made in _window_step_times(run(n, prompt, o)):
+                    times.append(step)
+                    generated.append(made)
+        single = decode[min(decode)][0] if decode else []
+        if config.injected and single:
+            measured = _interference(state, builder, config, statistics.median(single))
+            if measured is None:
+                notes.append("interference: a request failed; run not counted")
+            else:
+                interference.append(measured)
         for c in config.prefill_tokens:
             (record,) = run(1, c, config.prefill_output_tokens)
             if not record.success:
@@ -188,13 +228,21 @@ def measure_engine_steps(
                 continue
             prefill[c][0].append(record.ttft_s)
             prefill[c][1].extend(record.itl_s)
+    works = [w for w in (r.work_s for r in interference) if math.isfinite(w)]
+    work = max(0.0, statistics.median(works)) if works else 0.0
+    if interference:
+        notes.append(
+            f"request_work_s {work * 1e3:.2f} ms: median over {len(works)} interference runs "
+            f"({', '.join(f'{w * 1e3:.2f}' for w in works)} ms)"
+        )
     samples: list[EngineStepSample] = []
-    for n, (times, generated) in decode.items():
-        if not times:
-            notes.append(f"decode n={n}: no window where all {n} streams decoded")
-            continue
-        context = n * (p + statistics.median(generated))
-        samples.append(EngineStepSample(n, 0, 0, round(context), 0, statistics.median(times)))
+    for prompt, batches in ((p, decode), (p_long, long)):
+        for n, (times, generated) in batches.items():
+            if not times:
+                notes.append(f"decode n={n} at {prompt} tokens: no window where all {n} streams decoded")
+                continue
+            context = n * (prompt + statistics.median(generated))
+            samples.append(EngineStepSample(n, 0, 0, round(context), 0, statistics.median(times)))
     for c, (ttfts, gaps) in prefill.items():
         if ttfts:
             pairs = c * (c + 1) // 2
@@ -210,9 +258,60 @@ def measure_engine_steps(
         model=model,
         samples=tuple(samples),
         rms_relative_error=rms,
+        interference=tuple(interference),
+        request_work_s=work,
         notes=(*state.notes, *notes),
         **coef,
     )
+
+
+def _interference(
+    state: Any, builder: Any, config: EngineStepConfig, step_s: float
+) -> InterferenceRun | None:
+    """One stream (the decode prompt length) while ``config.injected`` short requests are sent every
+    ``injected_every_steps`` of its 1-decode steps (``step_s``, just measured); None when a request
+    failed."""
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.workload import RequestSpec
+
+    every = config.injected_every_steps * step_s
+    specs = [RequestSpec(0, 0.0, config.decode_prompt_tokens, config.interference_output_tokens)]
+    specs += [
+        RequestSpec(k + 1, (k + 1) * every, config.injected_prompt_tokens, config.injected_output_tokens)
+        for k in range(config.injected)
+    ]
+    prompts = [builder.build(s.prompt_tokens) for s in specs]
+    records = run_load(state, specs, prompts, RunOptions(show_progress=False)).records
+    if not all(r.success for r in records):
+        return None
+    return interference_gaps(records)
+
+
+def interference_gaps(records: Sequence[Any]) -> InterferenceRun:
+    """Split the stream's (the record with index 0) inter-token gaps: those in which another request
+    was sent while nothing else was in flight, and those with nothing else in flight at all.
+
+    A request is in flight from when it was sent to its last token; a gap [a, b] holds an arrival when
+    one was sent in (a, b] and its first token came after b (so the gap holds none of its steps). Other
+    gaps that overlap another request are neither (they hold steps of two requests, which the step model
+    already prices).
+    """
+    stream = next(r for r in records if r.index == 0)
+    others = [
+        (r.start_s, r.start_s + r.chunk_times_s[0], r.start_s + r.chunk_times_s[-1])
+        for r in records
+        if r.index != 0 and r.chunk_times_s
+    ]
+    times = [stream.start_s + t for t in stream.chunk_times_s]
+    arrival: list[float] = []
+    quiet: list[float] = []
+    for a, b in itertools.pairwise(times):
+        overlapping = [(s, f) for s, f, e in others if s <= b and e > a]
+        if not overlapping:
+            quiet.append(b - a)
+        elif len(overlapping) == 1 and a < overlapping[0][0] and overlapping[0][1] > b:
+            arrival.append(b - a)  # sent in this gap, its first token still to come
+    return InterferenceRun(tuple(arrival), tuple(quiet))
 
 
 ENGINE_STEPS_FORMAT = "gpuplace-engine-steps/1"

@@ -28,6 +28,7 @@ __all__ = [
     "EngineParams",
     "EngineStepProfile",
     "EngineStepSample",
+    "InterferenceRun",
     "ServingPrediction",
     "SimulatedRequest",
 ]
@@ -102,6 +103,42 @@ class EngineStepSample:
 
 
 @dataclass(frozen=True, slots=True)
+class InterferenceRun:
+    """One stream decoding alone while short requests arrive one at a time, as measured: what each
+    arriving request costs the running one on a server that handles requests in its step loop's process.
+
+    ``arrival_gaps_s``: the stream's inter-token gaps during which a request arrived (nothing else in
+    flight); ``quiet_gaps_s``: its gaps with nothing else in flight and no arrival. Both come from the
+    same run, so their difference does not depend on the machine's pace drifting between runs.
+    """
+
+    arrival_gaps_s: tuple[float, ...]
+    quiet_gaps_s: tuple[float, ...]
+
+    @property
+    def work_s(self) -> float:
+        """What an arrival adds to the running stream's step: the difference of the two trimmed means
+        (a tenth cut at each end: a stall of the machine is not a request's work); NaN without both."""
+        if not self.arrival_gaps_s or not self.quiet_gaps_s:
+            return math.nan
+        return _trimmed_mean(self.arrival_gaps_s) - _trimmed_mean(self.quiet_gaps_s)
+
+    def to_json_list(self) -> list[list[float]]:
+        return [list(self.arrival_gaps_s), list(self.quiet_gaps_s)]
+
+    @classmethod
+    def from_json_list(cls, row: Sequence[Sequence[float]]) -> InterferenceRun:
+        return cls(tuple(float(g) for g in row[0]), tuple(float(g) for g in row[1]))
+
+
+def _trimmed_mean(values: Sequence[float], cut: float = 0.1) -> float:
+    ordered = sorted(values)
+    k = int(len(ordered) * cut)
+    kept = ordered[k : len(ordered) - k] or ordered
+    return sum(kept) / len(kept)
+
+
+@dataclass(frozen=True, slots=True)
 class EngineStepProfile:
     """A real engine's step time against its contents on one device, and the fitted linear model.
 
@@ -110,9 +147,10 @@ class EngineStepProfile:
     seqs, ``context`` the decodes' cached tokens and ``pairs`` the prefill attention pairs.
     ``fixed_s`` is the engine's per-step overhead, which dominates on a CPU; it is measured, never
     assumed. ``request_overhead_s`` is what a request's TTFT adds beyond its first step (HTTP,
-    tokenising, admission), also measured. ``request_work_s`` is the engine time each request costs
-    beyond its tokens where the server handles requests in the step loop's process (fitted so that the
-    serving model reproduces the median TPOT of a light open-loop run; 0 until then).
+    tokenising, admission), also measured. ``request_work_s`` is the engine time each request arriving
+    while others run costs them, where the server handles requests in the step loop's process: the
+    median over the ``interference`` runs of what an arrival adds to a running stream's step (0 without
+    them, and never below 0).
     """
 
     engine: str  # e.g. "transformers-cb 5.24.0"
@@ -125,8 +163,9 @@ class EngineStepProfile:
     per_context_token_s: float
     per_pair_s: float = 0.0
     request_overhead_s: float = 0.0
-    request_work_s: float = 0.0  # engine time per request served, fitted to a light open-loop run
+    request_work_s: float = 0.0  # engine time an arriving request costs the running ones (fitted)
     samples: tuple[EngineStepSample, ...] = ()
+    interference: tuple[InterferenceRun, ...] = ()
     rms_relative_error: float = math.nan  # of the fit over the samples
     notes: tuple[str, ...] = ()
 
@@ -145,7 +184,8 @@ class EngineStepProfile:
             f"{self.engine} on {self.device_name} ({self.model}): step = {self.fixed_s * 1e3:.2f} ms "
             f"+ {self.per_token_s * 1e6:.1f} µs/token + {self.per_seq_s * 1e6:.1f} µs/sequence "
             f"+ {self.per_context_token_s * 1e9:.1f} ns/context token; request overhead "
-            f"{self.request_overhead_s * 1e3:.2f} ms; fit RMS error {self.rms_relative_error:.0%} "
+            f"{self.request_overhead_s * 1e3:.2f} ms, work per arriving request "
+            f"{self.request_work_s * 1e3:.2f} ms; fit RMS error {self.rms_relative_error:.0%} "
             f"over {len(self.samples)} samples"
         )
 
@@ -175,6 +215,7 @@ class EngineStepProfile:
                 ]
                 for s in self.samples
             ],
+            "interference": [run.to_json_list() for run in self.interference],
             "notes": list(self.notes),
         }
 
@@ -200,6 +241,7 @@ class EngineStepProfile:
                 )
                 for r in rows
             ),
+            interference=tuple(InterferenceRun.from_json_list(r) for r in data.get("interference") or ()),
             rms_relative_error=math.nan if err is None else float(err),
             notes=tuple(str(n) for n in data.get("notes") or ()),
         )
