@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -263,14 +262,14 @@ def _cell_calibration() -> Any:
     from gpuplace.profiling.engine_steps import EngineStepConfig
 
     return EngineStepConfig(
-        decode_batches=(1, 4, 16), decode_output_tokens=24, prefill_tokens=(16, 128, 512), repeats=2
+        decode_batches=(1, 2, 4, 16), decode_output_tokens=24, prefill_tokens=(16, 128, 512), repeats=3
     )
 
 
 CPU_MODELS: dict[str, dict[str, Any]] = {
     # fixed lengths; Azure scale for prompts, for outputs, their caps; KV-cache blocks of 256 tokens;
     # output tokens of the calibration's decode windows (a slower model admits its streams further apart)
-    "tiny": {"fixed": (128, 64), "azure": (1 / 4, 1 / 4, 1024, 160), "blocks": 512, "window": 24},
+    "tiny": {"fixed": (128, 64), "azure": (1 / 4, 1 / 4, 1024, 160), "blocks": 512, "window": 48},
     "llama-100m": {"fixed": (64, 32), "azure": (1 / 16, 1 / 8, 256, 64), "blocks": 256, "window": 64},
 }
 
@@ -320,7 +319,6 @@ def run_cpu_model(
     workdir: Path,
 ) -> None:
     from gpuplace.catalog import model_arch_from_config, resolve_model
-    from gpuplace.deploy.calibrate import measure_request_work
     from gpuplace.deploy.local import deploy_local, teardown_local
     from gpuplace.loadtest.client import EndpointState
     from gpuplace.loadtest.prompts import PromptBuilder, load_tokenizer
@@ -355,41 +353,19 @@ def run_cpu_model(
         }
         # The loads are shares of one capacity per model and length mix, predicted from a first,
         # longer calibration; each cell is then predicted from a calibration taken right before it.
-        first = calibrate(record, tokenizer, replace(cell_config, repeats=3), name, results["machine"])
+        first = calibrate(record, tokenizer, replace(cell_config, repeats=5), name, results["machine"])
         top = replace(engine, max_num_seqs=max(cell_config.decode_batches))  # no extrapolated fit
-        # The server handles each request's HTTP work in its step loop's process: fit that cost to
-        # a light open-loop run of lengths unlike the cells' (uniform prompts and outputs), at 8%
-        # of the capacity predicted without it.
-        rng = random.Random(5)
-        light = [(rng.randint(16, 256), rng.randint(16, 64)) for _ in range(int(seconds * 4))]
-        light_rate = 0.08 * fluid_capacity_rps(top, measured_step_model(first), 136, 40)
-        light = light[: max(30, int(light_rate * seconds))]
-        first = measure_request_work(
-            record.endpoint,
-            record.served_model_name,
-            tokenizer,
-            first,
-            engine,
-            rate_rps=light_rate,
-            lengths=light,
-        )
         results["calibrations"][name].append(first.to_json_dict())
-        print(
-            f"cpu {name}: request work {first.request_work_s * 1e3:.2f} ms at {light_rate:.2f} req/s",
-            flush=True,
-        )
+        print(f"cpu {name}: {first.describe()}", flush=True)
         for mix, lengths in mixes.items():
             mean_p = statistics.fmean(x for x, _ in lengths)
             mean_o = statistics.fmean(y for _, y in lengths)
-            capacity = fluid_capacity_rps(
-                top, measured_step_model(replace(first, request_work_s=0.0)), mean_p, mean_o
-            )
+            capacity = fluid_capacity_rps(top, measured_step_model(first), mean_p, mean_o)
             for load in loads:
                 # Calibrate again right before the cell: other jobs on this machine change its speed
                 # from one minute to the next, so the prediction uses the engine as it runs now.
                 t0 = time.monotonic()
                 profile = calibrate(record, tokenizer, cell_config, name, results["machine"])
-                profile = replace(profile, request_work_s=first.request_work_s)
                 step_model = measured_step_model(profile)
                 rate = load * capacity
                 n = int(min(len(lengths), max(30, rate * seconds)))
@@ -398,7 +374,7 @@ def run_cpu_model(
                 predicted = simulate(
                     specs, engine, step_model, discard_head=0, discard_tail=0, abort_backlog=n
                 )
-                # the same without the fitted per-request work: the engine's measured steps alone
+                # the same without the work per arriving request: the engine's measured steps alone
                 steps_only = simulate(
                     specs,
                     engine,
@@ -456,9 +432,14 @@ def _pct(x: float, goal: float) -> str:
     return text if abs(x) <= goal else f"**{text}**"
 
 
-def _work(cpu: dict[str, Any]) -> dict[str, float]:
-    """The per-request work fitted for each model (its first calibration)."""
-    return {n: cals[0].get("request_work_s", 0.0) for n, cals in cpu.get("calibrations", {}).items() if cals}
+def _work(cpu: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """The work per arriving request measured for each model: (lowest, highest) over its calibrations."""
+    out = {}
+    for name, cals in cpu.get("calibrations", {}).items():
+        works = [c.get("request_work_s", 0.0) for c in cals]
+        if works:
+            out[name] = (min(works), max(works))
+    return out
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -566,10 +547,10 @@ def markdown(data: dict[str, Any]) -> str:
             "before each cell its step time was measured against tokens per step on the same server "
             "(`gpuplace.profiling.engine_steps`; the fitted fixed step time and the fit's relative RMS error are "
             "shown), the serving model predicted the capacity and simulated exactly the requests the load "
-            "tester then sent (Poisson arrivals at 25/50/80% of that capacity). Predictions from the measured "
-            "steps alone; a per-request server work term fitted to a light open-loop run (uniform 16–256 / "
-            "16–64 tokens at 8% of capacity) is reported below the table. Goals: |error| ≤ 15% at p50, ≤ 25% "
-            "at p99.",
+            "tester then sent (Poisson arrivals at 25/50/80% of that capacity). The prediction uses the whole "
+            "calibration: the fitted step line, the measured decode steps beyond it, and the work each "
+            "arriving request costs the running ones (measured by short requests arriving during a stream, "
+            "docs/serving-model.md). Goals: |error| ≤ 15% at p50, ≤ 25% at p99.",
             "",
             "| model | lengths (mean) | load | rate req/s | meas. req/s | load avg | fixed ms (fit err) | TTFT p50 pred/meas ms | err | TTFT p99 pred/meas | err | TPOT p50 pred/meas | err | TPOT p99 pred/meas | err |",
             "|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---|---:|---|---:|",
@@ -593,24 +574,22 @@ def markdown(data: dict[str, Any]) -> str:
             )
             for metric in ("ttft", "tpot"):
                 for q, goal in (("p50", P50_GOAL), ("p99", P99_GOAL)):
-                    pred, meas = c.get(f"steps_{metric}_{q}_s", math.nan), c[f"meas_{metric}_{q}_s"]
+                    pred, meas = c.get(f"pred_{metric}_{q}_s", math.nan), c[f"meas_{metric}_{q}_s"]
                     row += f" {_ms(pred)} / {_ms(meas)} | {_pct(rel(pred, meas), goal)} |"
             lines.append(row)
         lines += [
             "",
-            f"Measured steps alone (the table): {counts['steps'][0]} of {counts['steps'][1]} figures within "
-            f"their goal. With the fitted per-request work added: {counts['pred'][0]} of {counts['pred'][1]} "
-            "(the fit is ill-conditioned at light load, where a request rarely shares steps, and lands at "
-            f"{', '.join(f'{n} {w * 1e3:.0f} ms' for n, w in _work(cpu).items())}; it is reported, not used).",
+            f"The whole calibration (the table): {counts['pred'][0]} of {counts['pred'][1]} figures within "
+            f"their goal. Without the work per arriving request (the measured steps alone): "
+            f"{counts['steps'][0]} of {counts['steps'][1]}. Work per arriving request measured: "
+            + ", ".join(f"{n} {lo * 1e3:.1f}–{hi * 1e3:.1f} ms" for n, (lo, hi) in _work(cpu).items())
+            + ".",
             "",
-        ]
-        lines += [
-            "Reading the misses: the measured steps alone predict the server faster than it is, most at p99. "
-            "The step model is measured with streams that decode together and with single prefills; under "
-            "Poisson arrivals the server also parses, tokenises and finishes requests in its step loop's "
-            "process (one interpreter lock) and the load tester shares the two cores, which those "
-            "measurements do not show; and other jobs on the machine add stalls that no step model has, "
-            "which is where the p99 misses come from.",
+            "Reading the misses: this machine's pace is not steady (the same engine's 1-decode step, "
+            "averaged over 10 s windows, has a standard deviation of 8% and a range of ±13%; over 20 s, 4%: "
+            "docs/serving-model.md), so a prediction from a calibration taken before a cell cannot be "
+            "closer to the cell than that; p99 figures also hold the machine's stalls, which no step "
+            "model has.",
             "",
         ]
         for name, error in cpu.get("errors", {}).items():
