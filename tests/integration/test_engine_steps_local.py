@@ -23,14 +23,24 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
     arch = model_arch_from_config("tiny", resolve_model("tiny").config)
     engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=64)
     config = EngineStepConfig(
-        decode_batches=(1, 4), decode_output_tokens=16, prefill_tokens=(16, 64, 256), repeats=1
+        decode_batches=(1, 4),
+        decode_output_tokens=16,
+        context_batches=(4,),
+        context_prompt_tokens=256,
+        prefill_tokens=(16, 64, 256),
+        repeats=1,
     )
 
     profile = profile_local_engine("tiny", workdir=tmp_path, config=config, engine=engine)
 
-    # two decode windows, and per prefill length one TTFT and one decode-gap sample
-    assert len(profile.samples) == 2 + 2 * 3
+    # two decode windows, one at a long context, and per prefill length one TTFT and one decode-gap sample
+    assert len(profile.samples) == 2 + 1 + 2 * 3
     assert sum(s.first_token for s in profile.samples) == 3
+    assert {s.context_tokens // 4 > 256 for s in profile.samples if s.decode_seqs == 4} == {False, True}
+    # one interference run: a stream's gaps with an arrival and quiet ones, and the work they give
+    (run,) = profile.interference
+    assert run.arrival_gaps_s and run.quiet_gaps_s
+    assert profile.request_work_s == max(0.0, run.work_s)
     assert profile.device_kind == "cpu" and "--cb-num-blocks 64" in profile.engine
     assert profile.fixed_s > 0  # an engine step is never free
     model = measured_step_model(profile)
