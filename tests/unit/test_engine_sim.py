@@ -356,6 +356,18 @@ def test_fluid_capacity_is_where_the_simulation_saturates() -> None:
     assert not simulate(traffic.at_rate(1.3 * cap), eng, ROOFLINE_LIKE).stable
 
 
+def test_fluid_capacity_prices_the_measured_decode_steps_as_the_simulation_does() -> None:
+    from dataclasses import replace
+
+    eng = engine(budget=256, seqs=32, block=16, blocks=10_000)
+    slower = replace(ROOFLINE_LIKE, decode_excess_s=(0.0, 0.002, 0.004))
+    cap = fluid_capacity_rps(eng, slower, 64, 32)
+
+    assert cap < fluid_capacity_rps(eng, ROOFLINE_LIKE, 64, 32)
+    traffic = TrafficShape(LengthDist("fixed", 64), LengthDist("fixed", 32), requests=1500)
+    assert not simulate(traffic.at_rate(1.3 * cap), eng, slower).stable
+
+
 def test_fewest_replicas_is_the_smallest_count_that_meets_the_target() -> None:
     eng = engine(budget=256, seqs=32, block=16, blocks=10_000)
     traffic = TrafficShape(LengthDist("uniform", 16, 128), LengthDist("uniform", 8, 64), requests=800)

@@ -37,7 +37,7 @@ def fluid_capacity_rps(
         prefill = n * p / o
         chunk_pairs = (n / o) * p * p / 2
         t = (
-            model.step_s(n + prefill, n + n / o, n, n * (p + o / 2), chunk_pairs)
+            model.step_s(n + prefill, n + n / o, n, n * (p + o / 2), chunk_pairs, decodes=n)
             + n / o * model.request_work_s
         )
         best = max(best, n / (o * t))

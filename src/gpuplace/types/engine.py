@@ -163,7 +163,7 @@ class EngineStepProfile:
     per_context_token_s: float
     per_pair_s: float = 0.0
     request_overhead_s: float = 0.0
-    request_work_s: float = 0.0  # engine time an arriving request costs the running ones (fitted)
+    request_work_s: float = 0.0  # engine time an arriving request costs the running ones (measured)
     samples: tuple[EngineStepSample, ...] = ()
     interference: tuple[InterferenceRun, ...] = ()
     rms_relative_error: float = math.nan  # of the fit over the samples
