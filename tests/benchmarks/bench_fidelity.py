@@ -374,11 +374,12 @@ def run_cpu_model(
                 predicted = simulate(
                     specs, engine, step_model, discard_head=0, discard_tail=0, abort_backlog=n
                 )
-                # the same without the work per arriving request: the engine's measured steps alone
+                # the same without the work per arriving request and the wake of an idle engine: the
+                # engine's measured steps alone
                 steps_only = simulate(
                     specs,
                     engine,
-                    replace(step_model, request_work_s=0.0),
+                    replace(step_model, request_work_s=0.0, wake=()),
                     discard_head=0,
                     discard_tail=0,
                     abort_backlog=n,
@@ -432,14 +433,18 @@ def _pct(x: float, goal: float) -> str:
     return text if abs(x) <= goal else f"**{text}**"
 
 
-def _work(cpu: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    """The work per arriving request measured for each model: (lowest, highest) over its calibrations."""
+def _measured_range(cpu: dict[str, Any], value: Any) -> dict[str, tuple[float, float]]:
+    """``value(calibration)`` for each model: (lowest, highest) over its calibrations."""
     out = {}
     for name, cals in cpu.get("calibrations", {}).items():
-        works = [c.get("request_work_s", 0.0) for c in cals]
-        if works:
-            out[name] = (min(works), max(works))
+        values = [value(c) for c in cals]
+        if values:
+            out[name] = (min(values), max(values))
     return out
+
+
+def _ranges_ms(ranges: dict[str, tuple[float, float]]) -> str:
+    return ", ".join(f"{n} {lo * 1e3:.1f}–{hi * 1e3:.1f} ms" for n, (lo, hi) in ranges.items())
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -548,9 +553,9 @@ def markdown(data: dict[str, Any]) -> str:
             "(`gpuplace.profiling.engine_steps`; the fitted fixed step time and the fit's relative RMS error are "
             "shown), the serving model predicted the capacity and simulated exactly the requests the load "
             "tester then sent (Poisson arrivals at 25/50/80% of that capacity). The prediction uses the whole "
-            "calibration: the fitted step line, the measured decode steps beyond it, and the work each "
-            "arriving request costs the running ones (measured by short requests arriving during a stream, "
-            "docs/serving-model.md). Goals: |error| ≤ 15% at p50, ≤ 25% at p99.",
+            "calibration: the fitted step line, the measured decode steps beyond it, the work each "
+            "arriving request costs the running ones (measured by short requests arriving during a stream) "
+            "and the wake of an idle engine (lone requests after 10–300 ms of idle; docs/serving-model.md). Goals: |error| ≤ 15% at p50, ≤ 25% at p99.",
             "",
             "| model | lengths (mean) | load | rate req/s | meas. req/s | load avg | fixed ms (fit err) | TTFT p50 pred/meas ms | err | TTFT p99 pred/meas | err | TPOT p50 pred/meas | err | TPOT p99 pred/meas | err |",
             "|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---|---:|---|---:|",
@@ -580,10 +585,11 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [
             "",
             f"The whole calibration (the table): {counts['pred'][0]} of {counts['pred'][1]} figures within "
-            f"their goal. Without the work per arriving request (the measured steps alone): "
-            f"{counts['steps'][0]} of {counts['steps'][1]}. Work per arriving request measured: "
-            + ", ".join(f"{n} {lo * 1e3:.1f}–{hi * 1e3:.1f} ms" for n, (lo, hi) in _work(cpu).items())
-            + ".",
+            f"their goal. Without the work per arriving request and the wake of an idle engine (the "
+            f"measured steps alone): {counts['steps'][0]} of {counts['steps'][1]}. Work per arriving "
+            f"request measured: {_ranges_ms(_measured_range(cpu, lambda c: c.get('request_work_s', 0.0)))}"
+            f"; wake after the longest idle level (300 ms): "
+            f"{_ranges_ms(_measured_range(cpu, lambda c: (c.get('wake') or [[0, 0.0]])[-1][1]))}.",
             "",
             "Reading the misses. (1) Noise: this machine's pace is not steady (the same engine's 1-decode "
             "step, averaged over 10 s windows, has a standard deviation of 8% and a range of ±13%; over 20 s, "

@@ -1,7 +1,8 @@
 """The engine step-time measurement against a real `transformers serve --continuous-batching` (tiny, CPU).
 
 One short measurement: it starts the server with the engine parameters it is given, measures decode
-windows and prefills through the load tester, fits the step model and stops the server.
+windows, prefills, an interference run and a wake run through the load tester, fits the step model and
+stops the server.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
         context_prompt_tokens=256,
         prefill_tokens=(16, 64, 256),
         repeats=1,
+        wake_idle_s=(0.03, 0.3),
+        wake_requests=2,
     )
 
     profile = profile_local_engine("tiny", workdir=tmp_path, config=config, engine=engine)
@@ -41,6 +44,12 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
     (run,) = profile.interference
     assert run.arrival_gaps_s and run.quiet_gaps_s
     assert profile.request_work_s == max(0.0, run.work_s)
+    # one wake run: lone 16-token requests after 30 and 300 ms of idle (two each), the first one only
+    # ending the warm-up; the curve has a point per level, in the order of the idle time
+    (wake,) = profile.wake_runs
+    assert len(wake.idle_s) == len(wake.ttft_s) >= 3  # one may have overlapped its predecessor
+    assert all(i > 0 for i in wake.idle_s) and wake.hot_ttft_s > 0
+    assert len(profile.wake) == 2 and profile.wake[0][0] < profile.wake[1][0]
     assert profile.device_kind == "cpu" and "--cb-num-blocks 64" in profile.engine
     assert profile.fixed_s > 0  # an engine step is never free
     model = measured_step_model(profile)

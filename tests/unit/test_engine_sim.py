@@ -135,6 +135,26 @@ def test_a_request_arriving_at_an_idle_engine_costs_no_work() -> None:
     assert b.ttft_s == pytest.approx(a.ttft_s) == pytest.approx(0.020)
 
 
+def test_an_engine_idle_for_a_while_starts_later_by_its_measured_wake() -> None:
+    # 2 ms after 100 ms of idle, 4 ms after 500 ms, interpolated between and held beyond
+    model = StepTimeModel(fixed_s=0.010, per_token_s=0.001, wake=((0.1, 0.002), (0.5, 0.004)))
+    assert model.wake_s(0.0) == 0.0 and model.wake_s(0.05) == pytest.approx(0.001)
+    assert model.wake_s(0.3) == pytest.approx(0.003) and model.wake_s(9.0) == pytest.approx(0.004)
+    reqs = [RequestSpec(0, 0.0, 10, 2), RequestSpec(1, 0.331, 10, 2)]
+    reqs += [RequestSpec(2, 0.340, 10, 2), RequestSpec(3, 2.0, 10, 2)]
+    a, b, c, d = run(reqs, engine(), model).requests
+
+    # A arrives at an engine that was not idle before: prefill 0-20 ms, decode 20-31 ms. B comes 300 ms
+    # after: 3 ms of wake, then its prefill: TTFT 23 ms (prefill 334-354 ms). C arrives while B runs: no
+    # wake; it waits for B's step and shares the next (B's decode + its prompt: 21 ms): 375 − 340 ms.
+    # D comes long after: the wake held at 4 ms.
+    assert a.ttft_s == pytest.approx(0.020)
+    assert b.ttft_s == pytest.approx(0.023)
+    assert c.ttft_s == pytest.approx(0.035)
+    assert d.ttft_s == pytest.approx(0.024)
+    assert d.finish_s - d.first_token_s == pytest.approx(0.011)  # paid once, before its first step
+
+
 def test_measured_decode_steps_beyond_the_linear_terms_are_added_by_decode_count() -> None:
     model = StepTimeModel(fixed_s=0.010, per_seq_s=0.001, decode_excess_s=(0.0, 0.004))
     a, b = run([RequestSpec(0, 0.0, 1, 3), RequestSpec(1, 0.0, 1, 3)], engine(), model).requests

@@ -11,7 +11,7 @@ import pytest
 
 from gpuplace.errors import InvalidInput
 from gpuplace.profiling.engine_steps import EngineStepConfig, _window_step_times, fit_step_profile
-from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun
+from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun, WakeRun
 from gpuplace.types.loadtest import RequestResult
 
 TRUE = {
@@ -127,6 +127,44 @@ def test_a_profile_with_interference_runs_survives_its_file(tmp_path) -> None:  
     assert read_engine_steps(write_engine_steps(profile, tmp_path / "s.json")).interference == (run,)
 
 
+def test_wake_points_are_the_requests_sent_while_nothing_was_in_flight() -> None:
+    from gpuplace.profiling.engine_steps import wake_points
+
+    first = _record(0.0, [0.005, 0.007])  # in flight 0-7 ms: only ends the warm-up
+    idle = replace(_record(0.017, [0.006, 0.008]), index=1)  # sent 10 ms after the last token
+    overlap = replace(_record(0.024, [0.004, 0.006]), index=2)  # sent before the previous one ended (25 ms)
+    after = replace(_record(0.130, [0.007, 0.009]), index=3)  # 100 ms after the last token (30 ms)
+    idle_s, ttft_s = wake_points([after, overlap, first, idle])  # any order: sorted by when sent
+    assert idle_s == pytest.approx((0.010, 0.100))
+    assert ttft_s == pytest.approx((0.006, 0.007))
+    assert wake_points([first]) == ((), ())
+
+
+def test_the_wake_curve_is_per_idle_level_over_the_median_lone_ttft_and_never_falls() -> None:
+    from gpuplace.profiling.engine_steps import wake_curve
+
+    # two runs, lone TTFT without idle 5 and 7 ms (median 6); levels 10 ms and 100 ms, then 300 ms
+    # slightly faster than 100 ms (noise): held at the 100-ms value
+    a = WakeRun(0.005, (0.011, 0.101, 0.301), (0.007, 0.009, 0.0085))
+    b = WakeRun(0.007, (0.009, 0.099, 0.299), (0.007, 0.009, 0.0085))
+    curve = wake_curve([a, b], 3)
+    assert [x for x, _ in curve] == pytest.approx([0.010, 0.100, 0.300])
+    assert [y for _, y in curve] == pytest.approx([0.001, 0.003, 0.003])
+    # faster than without idle time is noise too: never a negative wake
+    assert wake_curve([WakeRun(0.008, (0.01,), (0.007,))], 1) == ((pytest.approx(0.01), 0.0),)
+    assert wake_curve([], 4) == ()
+
+
+def test_a_profile_with_wake_runs_survives_its_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpuplace.profiling.engine_steps import read_engine_steps, write_engine_steps
+
+    run = WakeRun(0.005, (0.01, 0.1), (0.006, 0.008))
+    profile = EngineStepProfile("e", "cpu", "x86", "tiny", **TRUE, wake=((0.01, 0.001),), wake_runs=(run,))
+    back = read_engine_steps(write_engine_steps(profile, tmp_path / "s.json"))
+    assert back.wake == ((0.01, 0.001),) and back.wake_runs == (run,)
+    assert "an idle engine wakes in up to 1.00 ms (after 10 ms idle)" in back.describe()
+
+
 def test_config_validation_names_the_field() -> None:
     with pytest.raises(InvalidInput, match="decode_batches"):
         EngineStepConfig(decode_batches=())
@@ -136,7 +174,11 @@ def test_config_validation_names_the_field() -> None:
         EngineStepConfig(context_batches=(0,))
     with pytest.raises(InvalidInput, match="injected"):
         EngineStepConfig(injected_every_steps=0)
-    assert EngineStepConfig(context_batches=(), injected=0).context_batches == ()  # both optional
+    with pytest.raises(InvalidInput, match="wake_idle_s"):
+        EngineStepConfig(wake_idle_s=(0.01, 0.0))
+    with pytest.raises(InvalidInput, match="wake_requests"):
+        EngineStepConfig(wake_requests=-1)
+    assert EngineStepConfig(context_batches=(), injected=0, wake_requests=0).context_batches == ()  # optional
 
 
 def test_importing_the_profiler_parts_needs_neither_kfp_nor_mlflow_nor_aiohttp() -> None:

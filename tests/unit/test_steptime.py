@@ -181,6 +181,9 @@ def test_measured_step_model_is_the_fitted_line() -> None:
     assert model.step_s(8, 8, 8, 300, 0) == pytest.approx(prof.predict_s(8, 8, 300))
     assert model.request_overhead_s == 0.006
     assert model.decode_excess_s == ()  # no decode samples: the line alone
+    assert model.wake == () and model.wake_s(1.0) == 0.0  # no wake runs: none
+    woken = measured_step_model(replace(prof, wake=((0.1, 0.002),)))
+    assert woken.wake_s(0.05) == pytest.approx(0.001)  # the measured wake reaches the simulator
 
 
 def test_measured_decode_steps_are_reproduced_where_the_line_misses_them() -> None:

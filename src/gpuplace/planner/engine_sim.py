@@ -14,7 +14,9 @@ does (FCFS policy, ``vllm/v1/core/sched/scheduler.py``):
    recomputed later (prompt and the tokens it already generated), as V1 preempts by recompute.
 
 A request's first token comes at the end of the step that completes its prompt; each later step adds
-one. Step durations come from a :class:`~gpuplace.planner.steptime.StepTimeModel`. Latencies follow
+one. An engine that has been idle starts its next step later by the model's measured wake for that
+idle time (:meth:`~gpuplace.planner.steptime.StepTimeModel.wake_s`; 0 on a roofline model). Step
+durations come from a :class:`~gpuplace.planner.steptime.StepTimeModel`. Latencies follow
 vLLM's benchmark: TTFT = first token − arrival (+ the model's per-request overhead), TPOT = (e2e − TTFT)
 ÷ (output tokens − 1) over requests with more than one output token; percentiles are numpy's linear
 ones over the simulated requests.
@@ -150,6 +152,7 @@ def simulate(
     kv_b = model.kv_s_per_token
     decode_a: dict[int, float] = {}  # decode-only step time of n sequences, before context
     work = model.request_work_s
+    wake = model.wake_s
     pending_work = 0.0  # request work done between the last step and the next
 
     closed = concurrency is not None
@@ -280,7 +283,10 @@ def simulate(
         if not running and not waiting:
             if closed or next_arrival >= n_req:
                 break
-            now = max(now + pending_work, arrival[next_arrival])  # idle: the work is done meanwhile
+            idle_since = now + pending_work  # idle: the work is done meanwhile
+            now = max(idle_since, arrival[next_arrival])
+            # an engine that has been idle starts later: its threads and caches wake (measured)
+            now += wake(now - idle_since)
             pending_work = 0.0
             continue
         can_admit = bool(waiting) and len(running) < max_seqs

@@ -65,6 +65,9 @@ class StepTimeModel:
     # measured decode-only steps of n = 1, 2, ... sequences beyond the linear terms (index n − 1; the
     # last holds for larger n): a real engine's decode step is not linear in n (measured_step_model)
     decode_excess_s: tuple[float, ...] = ()
+    # measured: what a request that finds the engine idle adds to its first step, by how long the engine
+    # had been idle ((idle_s, extra_s) points, interpolated, the last held beyond; 0 at no idle time)
+    wake: tuple[tuple[float, float], ...] = ()
     source: str = ""
 
     def step_s(
@@ -94,6 +97,15 @@ class StepTimeModel:
             + prefill_pairs * self.attn_s_per_pair
             + self.comm_s_per_step
         )
+
+    def wake_s(self, idle_s: float) -> float:
+        """What an arrival at an engine idle for ``idle_s`` seconds waits before its first step starts
+        (0 without a measured :attr:`wake`)."""
+        if not self.wake or idle_s <= 0:
+            return 0.0
+        xs = [0.0, *(x for x, _ in self.wake)]
+        ys = [0.0, *(y for _, y in self.wake)]
+        return float(np.interp(idle_s, xs, ys))
 
     def decode_terms(self, n: int) -> tuple[float, float]:
         """``(a, b)`` with a decode-only step of ``n`` sequences taking ``a + b·context`` seconds."""
@@ -191,6 +203,7 @@ def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 
         attn_s_per_pair=profile.per_pair_s,
         request_overhead_s=request_overhead_s if request_overhead_s else profile.request_overhead_s,
         request_work_s=profile.request_work_s,
+        wake=profile.wake,
         source=f"measured: {profile.engine} on {profile.device_name} ({profile.model})",
     )
 

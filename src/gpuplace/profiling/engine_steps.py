@@ -20,7 +20,13 @@ needs a fraction of one. So it is measured, through the same HTTP server the loa
   each arriving one, which neither bursts nor lone requests show. ``request_work_s`` is what an
   arrival adds to the stream's gap over its quiet gaps in the same run (so a drift of the machine's
   pace between runs does not enter it); the gaps are kept in the profile
-  (:class:`~gpuplace.types.engine.InterferenceRun`).
+  (:class:`~gpuplace.types.engine.InterferenceRun`);
+* **wake**: lone requests of the shortest prefill prompt sent after the engine had been idle 10, 30,
+  100 or 300 ms. The lone prefills above are sent right after another request; one that finds the
+  engine idle for a while waits longer for its first token (threads blocked on an event and a CPU
+  that went idle wake: here about 3 ms after 100 ms of idle). ``wake`` is, per idle level, the median
+  TTFT minus the median TTFT without idle time (:class:`~gpuplace.types.engine.WakeRun`,
+  :func:`wake_curve`).
 
 A linear model is fitted to the medians, with non-negative coefficients and relative residuals:
 ``step = fixed + per_token·tokens + per_seq·seqs + per_context·context + per_pair·pairs`` and TTFT =
@@ -49,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from gpuplace.errors import InvalidInput
-from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun
+from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun, WakeRun
 
 COEFFICIENTS: tuple[str, ...] = (
     "fixed_s",
@@ -81,6 +87,10 @@ class EngineStepConfig:
     injected_every_steps: float = 8.0
     injected_prompt_tokens: int = 16
     injected_output_tokens: int = 2
+    # wake: lone requests of the shortest prefill prompt sent after the engine was idle this long
+    # (each level ``wake_requests`` times, the levels interleaved; 0 requests: no wake runs)
+    wake_idle_s: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3)
+    wake_requests: int = 3
 
     def __post_init__(self) -> None:
         for name in ("decode_batches", "prefill_tokens", "context_batches"):
@@ -100,6 +110,15 @@ class EngineStepConfig:
                 (self.injected, self.injected_every_steps),
                 "need a count ≥ 0 and a positive spacing",
                 "e.g. 12 requests every 8 steps (0 requests: no interference runs)",
+            )
+        idle = self.wake_idle_s
+        bad_idle = any(isinstance(v, bool) or not (isinstance(v, float | int) and v > 0) for v in idle)
+        if self.wake_requests < 0 or bad_idle:
+            raise InvalidInput(
+                "wake_idle_s/wake_requests",
+                (self.wake_idle_s, self.wake_requests),
+                "need positive idle times and a count ≥ 0",
+                "e.g. idle times (0.01, 0.03, 0.1, 0.3) s, 3 requests each (0 requests: no wake runs)",
             )
         if self.repeats < 1:
             raise InvalidInput("repeats", self.repeats, "must be at least 1", "")
@@ -208,6 +227,7 @@ def measure_engine_steps(
     p_long = config.context_prompt_tokens
     prefill: dict[int, tuple[list[float], list[float]]] = {c: ([], []) for c in config.prefill_tokens}
     interference: list[InterferenceRun] = []
+    wake_runs: list[WakeRun] = []
     for _ in range(config.repeats):
         for prompt, batches in ((p, decode), (p_long, long)):
             for n, (times, generated) in batches.items():
@@ -228,6 +248,10 @@ def measure_engine_steps(
                 continue
             prefill[c][0].append(record.ttft_s)
             prefill[c][1].extend(record.itl_s)
+            if c == min(config.prefill_tokens) and config.wake_requests and single:
+                # the lone request just sent came right after the run's warm-up request: no idle time
+                e2e = record.ttft_s + statistics.median(single)
+                wake_runs.append(_wake(state, builder, config, c, record.ttft_s, e2e))
     works = [w for w in (r.work_s for r in interference) if math.isfinite(w)]
     work = max(0.0, statistics.median(works)) if works else 0.0
     if interference:
@@ -260,6 +284,8 @@ def measure_engine_steps(
         rms_relative_error=rms,
         interference=tuple(interference),
         request_work_s=work,
+        wake=wake_curve(wake_runs, len(config.wake_idle_s)),
+        wake_runs=tuple(wake_runs),
         notes=(*state.notes, *notes),
         **coef,
     )
@@ -285,6 +311,59 @@ def _interference(
     if not all(r.success for r in records):
         return None
     return interference_gaps(records)
+
+
+def _wake(
+    state: Any, builder: Any, config: EngineStepConfig, prompt: int, hot_ttft_s: float, e2e_s: float
+) -> WakeRun:
+    """Lone ``prompt``-token requests, each sent ``wake_idle_s`` after the previous one should have
+    finished (``e2e_s`` with a margin: a request sent while another is in flight is not counted), the
+    idle levels interleaved; the first request only ends the run's warm-up."""
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.workload import RequestSpec
+
+    levels = [idle for _ in range(config.wake_requests) for idle in config.wake_idle_s]
+    specs, at = [RequestSpec(0, 0.0, prompt, 2)], 0.0
+    for k, idle in enumerate(levels):
+        at += 1.5 * e2e_s + 0.002 + idle
+        specs.append(RequestSpec(k + 1, at, prompt, 2))
+    records = run_load(state, specs, [builder.build(prompt) for _ in specs], RunOptions(show_progress=False))
+    idle_s, ttft_s = wake_points(records.records)
+    return WakeRun(hot_ttft_s, idle_s, ttft_s)
+
+
+def wake_points(records: Sequence[Any]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per request sent while nothing was in flight, (how long nothing had been in flight, its TTFT), in
+    the order sent; the first request (nothing before it to measure from) and failed ones are left out,
+    as is a request sent before the one ahead of it had its last token."""
+    done = sorted((r for r in records if r.success and r.chunk_times_s), key=lambda r: r.start_s)
+    idle: list[float] = []
+    ttft: list[float] = []
+    last = -math.inf  # when everything sent so far had its last token
+    for r in done:
+        if math.isfinite(last) and r.start_s >= last:
+            idle.append(r.start_s - last)
+            ttft.append(r.ttft_s)
+        last = max(last, r.start_s + r.chunk_times_s[-1])
+    return tuple(idle), tuple(ttft)
+
+
+def wake_curve(runs: Sequence[WakeRun], levels: int) -> tuple[tuple[float, float], ...]:
+    """The (idle, extra TTFT) points the serving model interpolates: the requests of all runs sorted by
+    idle time and cut into ``levels`` groups of equal size (the idle levels they were sent at); per
+    group the median idle time and its median TTFT − the median TTFT without idle time (of all runs:
+    one lone request per run is too few to subtract alone). Longer idle never wakes faster (a running
+    maximum), and a wake is never negative; () without measurements."""
+    pairs = sorted((i, t) for run in runs for i, t in zip(run.idle_s, run.ttft_s, strict=True))
+    if not pairs or levels < 1:
+        return ()
+    hot = statistics.median(run.hot_ttft_s for run in runs)
+    curve: list[tuple[float, float]] = []
+    top = 0.0
+    for group in np.array_split(np.array(pairs), min(levels, len(pairs))):
+        top = max(top, float(np.median(group[:, 1])) - hot)
+        curve.append((float(np.median(group[:, 0])), top))
+    return tuple(curve)
 
 
 def interference_gaps(records: Sequence[Any]) -> InterferenceRun:

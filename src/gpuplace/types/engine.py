@@ -31,6 +31,7 @@ __all__ = [
     "InterferenceRun",
     "ServingPrediction",
     "SimulatedRequest",
+    "WakeRun",
 ]
 
 EFFICIENCY_FIELDS: tuple[str, ...] = (
@@ -131,6 +132,29 @@ class InterferenceRun:
         return cls(tuple(float(g) for g in row[0]), tuple(float(g) for g in row[1]))
 
 
+@dataclass(frozen=True, slots=True)
+class WakeRun:
+    """Lone requests sent after the engine had been idle for a while, as measured: what a request that
+    finds the engine idle waits beyond one sent right after another (threads and caches that went idle
+    wake; on this 2-core VM up to ~3 ms after 300 ms of idle).
+
+    ``hot_ttft_s``: the same prompt's TTFT sent right after another request (the calibration's lone
+    prefill, seconds before); ``idle_s``: per request, how long nothing had been in flight when it was
+    sent; ``ttft_s``: its TTFT.
+    """
+
+    hot_ttft_s: float
+    idle_s: tuple[float, ...]
+    ttft_s: tuple[float, ...]
+
+    def to_json_list(self) -> list[Any]:
+        return [self.hot_ttft_s, list(self.idle_s), list(self.ttft_s)]
+
+    @classmethod
+    def from_json_list(cls, row: Sequence[Any]) -> WakeRun:
+        return cls(float(row[0]), tuple(float(x) for x in row[1]), tuple(float(x) for x in row[2]))
+
+
 def _trimmed_mean(values: Sequence[float], cut: float = 0.1) -> float:
     ordered = sorted(values)
     k = int(len(ordered) * cut)
@@ -166,6 +190,10 @@ class EngineStepProfile:
     request_work_s: float = 0.0  # engine time an arriving request costs the running ones (measured)
     samples: tuple[EngineStepSample, ...] = ()
     interference: tuple[InterferenceRun, ...] = ()
+    # (idle_s, extra_s): what a request arriving at an engine idle that long adds to its TTFT
+    # (measured by ``wake_runs``; 0 at no idle time, interpolated, the last point held beyond)
+    wake: tuple[tuple[float, float], ...] = ()
+    wake_runs: tuple[WakeRun, ...] = ()
     rms_relative_error: float = math.nan  # of the fit over the samples
     notes: tuple[str, ...] = ()
 
@@ -185,9 +213,16 @@ class EngineStepProfile:
             f"+ {self.per_token_s * 1e6:.1f} µs/token + {self.per_seq_s * 1e6:.1f} µs/sequence "
             f"+ {self.per_context_token_s * 1e9:.1f} ns/context token; request overhead "
             f"{self.request_overhead_s * 1e3:.2f} ms, work per arriving request "
-            f"{self.request_work_s * 1e3:.2f} ms; fit RMS error {self.rms_relative_error:.0%} "
+            f"{self.request_work_s * 1e3:.2f} ms{self._describe_wake()}; "
+            f"fit RMS error {self.rms_relative_error:.0%} "
             f"over {len(self.samples)} samples"
         )
+
+    def _describe_wake(self) -> str:
+        if not self.wake:
+            return ""
+        idle, extra = self.wake[-1]
+        return f", an idle engine wakes in up to {extra * 1e3:.2f} ms (after {idle * 1e3:.0f} ms idle)"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -216,6 +251,8 @@ class EngineStepProfile:
                 for s in self.samples
             ],
             "interference": [run.to_json_list() for run in self.interference],
+            "wake": [list(p) for p in self.wake],
+            "wake_runs": [run.to_json_list() for run in self.wake_runs],
             "notes": list(self.notes),
         }
 
@@ -242,6 +279,8 @@ class EngineStepProfile:
                 for r in rows
             ),
             interference=tuple(InterferenceRun.from_json_list(r) for r in data.get("interference") or ()),
+            wake=tuple((float(p[0]), float(p[1])) for p in data.get("wake") or ()),
+            wake_runs=tuple(WakeRun.from_json_list(r) for r in data.get("wake_runs") or ()),
             rms_relative_error=math.nan if err is None else float(err),
             notes=tuple(str(n) for n in data.get("notes") or ()),
         )
