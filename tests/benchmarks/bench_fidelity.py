@@ -595,9 +595,9 @@ def markdown(data: dict[str, Any]) -> str:
             "engine's 1-decode step, averaged over 10 s windows, has a standard deviation of 8% and a range of "
             "±13%; over 20 s, 4%: docs/serving-model.md), and consecutive cells' calibrations differ by up to "
             "a third (the fixed step column), so no prediction from a calibration taken before a cell is "
-            "closer to it than that. (2) The prediction is low under load: p50 TPOT by 0–21% at 25% and 50% "
-            "load, p50 TTFT by 6–42%. Closed loops at fixed concurrency, which never queue beyond it, show "
-            "the step model itself 2–23% low on TPOT and 9–20% high on throughput at 4–32 streams "
+            "closer to it than that. (2) The prediction is low under load: at 25% and 50% load p50 TPOT by "
+            "0–17%, p50 TTFT by 6–29%. Closed loops at fixed concurrency, which never queue beyond it, show "
+            "the step model itself predicting TPOT 2–19% low and throughput 10–25% high at 4–32 streams "
             "(docs/benchmarks/sustained.md; both runs in docs/serving-model.md): bursts with idle gaps between them, which the "
             "calibration measures, cost the server less than sustained traffic does (its event loop streams "
             "every token under the interpreter lock its step loop needs, and the load tester shares the "
@@ -608,8 +608,8 @@ def markdown(data: dict[str, Any]) -> str:
             "admits up to 1024 sequences, its steps grow with the queue and it never catches up, which a "
             "model 10–20% optimistic on throughput does not predict. (4) p99 figures also hold the "
             "machine's stalls, which no step model has. What the wake and the arrival work fixed is in the "
-            "steps-alone count above: at 25% load tiny's p50 TTFT error went from +39% to +9% (fixed) and "
-            "from +73% to +42% (Azure).",
+            "steps-alone count above: at 25% load tiny's p50 TTFT error went from −28% to −8% (fixed) and "
+            "from −42% to −29% (Azure).",
             "",
         ]
         for name, error in cpu.get("errors", {}).items():
