@@ -45,12 +45,13 @@ def measure() -> dict[str, Any]:
     from gpuplace.planner.engine_sim import simulate
     from gpuplace.planner.replica import fluid_capacity_rps
     from gpuplace.planner.steptime import measured_step_model
-    from gpuplace.profiling.engine_steps import EngineStepConfig
     from gpuplace.workload import RequestSpec
-    from tests.benchmarks.bench_fidelity import calibrate
+    from tests.benchmarks.bench_fidelity import CPU_MODELS, _cell_calibration, calibrate
 
+    setup = CPU_MODELS["tiny"]
+    machine = platform.processor() or platform.machine()
     arch = model_arch_from_config("tiny", resolve_model("tiny").config)
-    engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=512)
+    engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=setup["blocks"])
     workdir = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuplace-bench-sustained"
     record = deploy_local(
         "tiny",
@@ -61,16 +62,14 @@ def measure() -> dict[str, Any]:
     )
     try:
         tokenizer = load_tokenizer("tiny")
-        # bench_fidelity's calibration of tiny (its first, longer one)
-        config = EngineStepConfig(
-            decode_batches=(1, 2, 4, 16), decode_output_tokens=48, prefill_tokens=(16, 128, 512), repeats=5
-        )
-        profile = calibrate(record, tokenizer, config, "tiny", platform.processor() or platform.machine())
+        # bench_fidelity's calibration of tiny (its first, longer one, from which it sizes its loads)
+        config = replace(_cell_calibration(), decode_output_tokens=setup["window"], repeats=5)
+        profile = calibrate(record, tokenizer, config, "tiny", machine)
         model = measured_step_model(profile)
         print(f"calibration: {profile.describe()}", flush=True)
         top = replace(engine, max_num_seqs=max(config.decode_batches))
         out: dict[str, Any] = {
-            "machine": platform.processor() or platform.machine(),
+            "machine": machine,
             "calibration": profile.to_json_dict(),
             "fluid_capacity_rps": fluid_capacity_rps(top, model, PROMPT, OUTPUT),
             "rows": [],
@@ -105,11 +104,9 @@ def measure() -> dict[str, Any]:
         teardown_local(record)
 
 
-def rel(pred: float, meas: float) -> float:
-    return (meas - pred) / pred if pred else math.nan
-
-
 def markdown(data: dict[str, Any]) -> str:
+    from gpuplace.loadtest.metrics import relative_error
+
     rows = data["rows"]
     best = max(r["meas_rps"] for r in rows)
     lines = [
@@ -126,10 +123,10 @@ def markdown(data: dict[str, Any]) -> str:
         "|---:|---|---:|---|---:|---|---:|",
     ]
     for r in rows:
-        line = f"| {r['concurrency']} | {r['pred_rps']:.1f} / {r['meas_rps']:.1f} | {rel(r['pred_rps'], r['meas_rps']):+.0%} |"
+        line = f"| {r['concurrency']} | {r['pred_rps']:.1f} / {r['meas_rps']:.1f} | {relative_error(r['meas_rps'], r['pred_rps']):+.0%} |"
         for metric in ("ttft", "tpot"):
             p, m = r[f"pred_{metric}_p50_s"], r[f"meas_{metric}_p50_s"]
-            line += f" {p * 1e3:.2f} / {m * 1e3:.2f} | {rel(p, m):+.0%} |"
+            line += f" {p * 1e3:.2f} / {m * 1e3:.2f} | {relative_error(m, p):+.0%} |"
         lines.append(line)
     fluid = data["fluid_capacity_rps"]
     lines += [

@@ -95,6 +95,12 @@ def summarize(
     )
 
 
+def relative_error(measured: float, predicted: float) -> float:
+    """(measured − predicted) / predicted: how far a measurement is from its prediction, in the
+    prediction's units (+0.2: measured 20% above what was predicted)."""
+    return (measured - predicted) / predicted
+
+
 def prediction_error(report: LatencyReport, predicted: Prediction) -> dict[str, dict[str, float]]:
     """Measured against predicted p50 and p99 TTFT and TPOT: ``{metric: {predicted_s, measured_s, error}}``.
 
@@ -111,5 +117,5 @@ def prediction_error(report: LatencyReport, predicted: Prediction) -> dict[str, 
         value = float(getattr(predicted, key))
         if not (math.isfinite(value) and value > 0):
             continue
-        out[key] = {"predicted_s": value, "measured_s": measured, "error": (measured - value) / value}
+        out[key] = {"predicted_s": value, "measured_s": measured, "error": relative_error(measured, value)}
     return out

@@ -33,6 +33,7 @@ calibrates a GPU. Pure arithmetic: no torch, no I/O.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from dataclasses import dataclass
@@ -101,11 +102,14 @@ class StepTimeModel:
     def wake_s(self, idle_s: float) -> float:
         """What an arrival at an engine idle for ``idle_s`` seconds waits before its first step starts
         (0 without a measured :attr:`wake`)."""
-        if not self.wake or idle_s <= 0:
+        points = self.wake  # sorted by idle time; called at every idle arrival, so no arrays built
+        if not points or idle_s <= 0:
             return 0.0
-        xs = [0.0, *(x for x, _ in self.wake)]
-        ys = [0.0, *(y for _, y in self.wake)]
-        return float(np.interp(idle_s, xs, ys))
+        if idle_s >= points[-1][0]:
+            return points[-1][1]
+        k = bisect.bisect_left(points, (idle_s,))  # the first point at or beyond idle_s
+        (x0, y0), (x1, y1) = points[k - 1] if k else (0.0, 0.0), points[k]
+        return y0 + (y1 - y0) * (idle_s - x0) / (x1 - x0)
 
     def decode_terms(self, n: int) -> tuple[float, float]:
         """``(a, b)`` with a decode-only step of ``n`` sequences taking ``a + b·context`` seconds."""

@@ -228,6 +228,7 @@ def measure_engine_steps(
     prefill: dict[int, tuple[list[float], list[float]]] = {c: ([], []) for c in config.prefill_tokens}
     interference: list[InterferenceRun] = []
     wake_runs: list[WakeRun] = []
+    wake_prompt = min(config.prefill_tokens)  # the wake runs' prompt: the shortest lone prefill
     for _ in range(config.repeats):
         for prompt, batches in ((p, decode), (p_long, long)):
             for n, (times, generated) in batches.items():
@@ -248,7 +249,7 @@ def measure_engine_steps(
                 continue
             prefill[c][0].append(record.ttft_s)
             prefill[c][1].extend(record.itl_s)
-            if c == min(config.prefill_tokens) and config.wake_requests and single:
+            if c == wake_prompt and config.wake_requests and single:
                 # the lone request just sent came right after the run's warm-up request: no idle time
                 e2e = record.ttft_s + statistics.median(single)
                 wake_runs.append(_wake(state, builder, config, c, record.ttft_s, e2e))
