@@ -275,9 +275,10 @@ CPU_MODELS: dict[str, dict[str, Any]] = {
 
 
 def calibrate(record: Any, tokenizer: Any, config: Any, name: str, machine: str) -> Any:
+    from gpuplace.planner.sustained import with_sustained
     from gpuplace.profiling.engine_steps import measure_engine_steps
 
-    return measure_engine_steps(
+    profile = measure_engine_steps(
         record.endpoint,
         record.served_model_name,
         tokenizer,
@@ -287,6 +288,7 @@ def calibrate(record: Any, tokenizer: Any, config: Any, name: str, machine: str)
         device_name=machine,
         model=name,
     )
+    return with_sustained(profile)
 
 
 def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
@@ -361,6 +363,8 @@ def run_cpu_model(
             mean_p = statistics.fmean(x for x, _ in lengths)
             mean_o = statistics.fmean(y for _, y in lengths)
             capacity = fluid_capacity_rps(top, measured_step_model(first), mean_p, mean_o)
+            # the same bound without the factor the closed loops fitted (as the loads were sized before)
+            fluid = fluid_capacity_rps(top, replace(measured_step_model(first), scale=1.0), mean_p, mean_o)
             for load in loads:
                 # Calibrate again right before the cell: other jobs on this machine change its speed
                 # from one minute to the next, so the prediction uses the engine as it runs now.
@@ -384,6 +388,15 @@ def run_cpu_model(
                     discard_tail=0,
                     abort_backlog=n,
                 )
+                # the same without the factor the closed loops fitted (the bursts alone)
+                burst = simulate(
+                    specs,
+                    engine,
+                    replace(step_model, scale=1.0),
+                    discard_head=0,
+                    discard_tail=0,
+                    abort_backlog=n,
+                )
                 prompts = [builder.build(s.prompt_tokens) for s in specs]
                 load_before = os.getloadavg()[0]
                 state = EndpointState(record.endpoint, record.served_model_name)
@@ -394,6 +407,8 @@ def run_cpu_model(
                     "load": load,
                     "rate_rps": rate,
                     "capacity_rps": capacity,
+                    "burst_capacity_rps": fluid,
+                    "sustained_scale": profile.sustained_scale,
                     "requests": n,
                     "mean_prompt": mean_p,
                     "mean_output": mean_o,
@@ -411,6 +426,7 @@ def run_cpu_model(
                     for q in ("p50", "p99"):
                         cell[f"pred_{metric}_{q}_s"] = getattr(getattr(predicted, metric), q)
                         cell[f"steps_{metric}_{q}_s"] = getattr(getattr(steps_only, metric), q)
+                        cell[f"burst_{metric}_{q}_s"] = getattr(getattr(burst, metric), q)
                         cell[f"meas_{metric}_{q}_s"] = getattr(getattr(measured, metric), q)
                 results["cells"].append(cell)
                 results["calibrations"][name].append(profile.to_json_dict())
@@ -554,14 +570,16 @@ def markdown(data: dict[str, Any]) -> str:
             "shown), the serving model predicted the capacity and simulated exactly the requests the load "
             "tester then sent (Poisson arrivals at 25/50/80% of that capacity). The prediction uses the whole "
             "calibration: the fitted step line, the measured decode steps beyond it, the work each "
-            "arriving request costs the running ones (measured by short requests arriving during a stream) "
-            "and the wake of an idle engine (lone requests after 10–300 ms of idle; docs/serving-model.md). Goals: |error| ≤ 15% at p50, ≤ 25% at p99.",
+            "arriving request costs the running ones (measured by short requests arriving during a stream), "
+            "the wake of an idle engine (lone requests after 10–300 ms of idle) and the factor on the step "
+            "time fitted to closed loops at 4 and 16 streams (shown after ×; docs/serving-model.md). Goals: "
+            "|error| ≤ 15% at p50, ≤ 25% at p99.",
             "",
-            "| model | lengths (mean) | load | rate req/s | meas. req/s | load avg | fixed ms (fit err) | TTFT p50 pred/meas ms | err | TTFT p99 pred/meas | err | TPOT p50 pred/meas | err | TPOT p99 pred/meas | err |",
+            "| model | lengths (mean) | load | rate req/s | meas. req/s | load avg | fixed ms (fit err) ×sustained | TTFT p50 pred/meas ms | err | TTFT p99 pred/meas | err | TPOT p50 pred/meas | err | TPOT p99 pred/meas | err |",
             "|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---|---:|---|---:|",
         ]
         counts = {}
-        for variant in ("steps", "pred"):
+        for variant in ("steps", "burst", "pred"):
             misses = total = 0
             for c in cpu["cells"]:
                 for metric in ("ttft", "tpot"):
@@ -575,7 +593,7 @@ def markdown(data: dict[str, Any]) -> str:
             row = (
                 f"| {c['model']} | {c['mix']} ({c['mean_prompt']:.0f}/{c['mean_output']:.0f}) | {c['load']:.0%} | "
                 f"{c['rate_rps']:.2f} | {c['measured_rps']:.2f} | {c['load_average']:.1f} | "
-                f"{c['fixed_s'] * 1e3:.1f} ({c['fit_rms']:.0%}) |"
+                f"{c['fixed_s'] * 1e3:.1f} ({c['fit_rms']:.0%}){_scale(c)} |"
             )
             for metric in ("ttft", "tpot"):
                 for q, goal in (("p50", P50_GOAL), ("p99", P99_GOAL)):
@@ -585,8 +603,9 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [
             "",
             f"The whole calibration (the table): {counts['pred'][0]} of {counts['pred'][1]} figures within "
-            f"their goal. Without the work per arriving request and the wake of an idle engine (the "
-            f"measured steps alone): {counts['steps'][0]} of {counts['steps'][1]}. Work per arriving "
+            f"their goal. Without the factor fitted to the closed loops (the bursts alone): "
+            f"{_count(counts, 'burst')}. Without the work per arriving request and the wake of an idle engine "
+            f"(the measured steps alone, with the factor): {_count(counts, 'steps')}. Work per arriving "
             f"request measured: {_ranges_ms(_measured_range(cpu, lambda c: c.get('request_work_s', 0.0)))}"
             f"; wake after the longest idle level (300 ms): "
             f"{_ranges_ms(_measured_range(cpu, lambda c: (c.get('wake') or [[0, 0.0]])[-1][1]))}.",
@@ -615,6 +634,16 @@ def markdown(data: dict[str, Any]) -> str:
         for name, error in cpu.get("errors", {}).items():
             lines += [f"- {name}: not measured: {error}", ""]
     return "\n".join(lines)
+
+
+def _scale(cell: dict[str, Any]) -> str:
+    scale = cell.get("sustained_scale")
+    return "" if scale is None or not math.isfinite(scale) else f" ×{scale:.2f}"
+
+
+def _count(counts: dict[str, tuple[int, int]], variant: str) -> str:
+    hit, total = counts[variant]
+    return f"{hit} of {total}" if total else "not in this run"
 
 
 def main() -> int:
