@@ -2,16 +2,16 @@
 
 The engine-step calibration (:mod:`gpuplace.profiling.engine_steps`) times bursts of requests sent
 together, with idle gaps between them. Traffic that never lets up can cost a server more: on this
-machine's ``transformers serve`` closed loops at 4–32 streams ran 10–20% below the throughput the
-burst-calibrated model predicted, with TPOT above it, in one session, and within a few percent of it
-in another (docs/serving-model.md, "Under sustained load"). So it is measured in every calibration,
-not assumed: the calibration also runs closed loops at fixed concurrency (:class:`~gpuplace.types.engine.SustainedRun`), and
-:func:`fit_sustained_scale` finds the one factor on the step time with which the serving model
-(:func:`~gpuplace.planner.engine_sim.simulate`, the same requests in the same closed loop) reproduces
-their median TPOT: the ``k`` minimising the sum over runs of ``log²(measured / simulated)``, searched
-on ``log k`` by golden section between :data:`SCALE_BOUNDS`. :func:`with_sustained`
-writes it into the profile (``sustained_scale``), as the calibration entry points do
-(:mod:`gpuplace.deploy.calibrate`); :func:`~gpuplace.planner.steptime.measured_step_model` fits it
+machine's ``transformers serve`` closed loops at 4–32 streams ran 10–20% below the throughput the burst-
+calibrated model predicted, with TPOT above it, in one session, and within a few percent of it in
+another (docs/serving-model.md, "Under sustained load"). So it is measured in every calibration, not
+assumed: the calibration also runs closed loops at fixed concurrency
+(:class:`~gpuplace.types.engine.SustainedRun`), and :func:`fit_sustained_scale` finds the one factor on
+the step time with which the serving model (:func:`~gpuplace.planner.engine_sim.simulate`, the same
+requests in the same closed loop) reproduces their median TPOT: the ``k`` minimising the sum over runs
+of ``log²(measured / simulated)``, searched on ``log k`` by golden section between :data:`SCALE_BOUNDS`.
+:func:`with_sustained` writes it into the profile (``sustained_scale``), as the calibration entry points
+do (:mod:`gpuplace.deploy.calibrate`); :func:`~gpuplace.planner.steptime.measured_step_model` fits it
 itself from a profile that has the runs but no fitted factor.
 
 TPOT alone: it is the step time the factor scales. A closed loop's TTFT also holds the per-request

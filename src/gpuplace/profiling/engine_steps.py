@@ -26,7 +26,13 @@ needs a fraction of one. So it is measured, through the same HTTP server the loa
   engine idle for a while waits longer for its first token (threads blocked on an event and a CPU
   that went idle wake: here about 3 ms after 100 ms of idle). ``wake`` is, per idle level, the median
   TTFT minus the median TTFT without idle time (:class:`~gpuplace.types.engine.WakeRun`,
-  :func:`wake_curve`).
+  :func:`wake_curve`);
+* **sustained traffic**: closed loops of short requests at a few concurrencies (4 and 16 streams: each
+  sends its next request when its last one ended), whose median TTFT and TPOT over the repeats are kept
+  (:class:`~gpuplace.types.engine.SustainedRun`, :func:`sustained_run`). Bursts with idle gaps between
+  them can cost a server less than traffic that never lets up; the planner fits a factor on the step
+  time to these loops (:mod:`gpuplace.planner.sustained`; the calibration entry points in
+  :mod:`gpuplace.deploy.calibrate` write it into the profile).
 
 A linear model is fitted to the medians, with non-negative coefficients and relative residuals:
 ``step = fixed + per_token·tokens + per_seq·seqs + per_context·context + per_pair·pairs`` and TTFT =
