@@ -10,11 +10,6 @@ those closed loops with the calibration. A closed loop never queues beyond its c
 error is the step model's alone. It also reports the fluid capacity bound the fidelity benchmark sizes
 its loads with (``fluid_capacity_rps``) against the highest throughput measured.
 
-The calibration itself now runs short closed loops (64/32 tokens at 4 and 16 streams) and fits a factor
-on the step time to them (``gpuplace.planner.sustained``); this benchmark's loops have other lengths
-and reach 32 streams, so they check that factor outside what it was fitted to. Each row also shows the
-errors without it ("bursts alone").
-
 Writes docs/benchmarks/sustained.{md,json}. Run: `.venv/bin/python tests/benchmarks/bench_sustained.py`
 (~5 min; a line per concurrency as it goes).
 """
@@ -71,14 +66,12 @@ def measure() -> dict[str, Any]:
         config = replace(_cell_calibration(), decode_output_tokens=setup["window"], repeats=5)
         profile = calibrate(record, tokenizer, config, "tiny", machine)
         model = measured_step_model(profile)
-        unscaled = replace(model, scale=1.0)  # the bursts alone, without the closed loops' factor
         print(f"calibration: {profile.describe()}", flush=True)
         top = replace(engine, max_num_seqs=max(config.decode_batches))
         out: dict[str, Any] = {
             "machine": machine,
             "calibration": profile.to_json_dict(),
             "fluid_capacity_rps": fluid_capacity_rps(top, model, PROMPT, OUTPUT),
-            "burst_fluid_capacity_rps": fluid_capacity_rps(top, unscaled, PROMPT, OUTPUT),
             "rows": [],
         }
         state = EndpointState(record.endpoint, record.served_model_name)
@@ -89,19 +82,16 @@ def measure() -> dict[str, Any]:
             prompts = [builder.build(PROMPT) for _ in specs]
             measured = run_load(state, specs, prompts, RunOptions(concurrency=c, show_progress=False)).report
             predicted = simulate(specs, engine, model, concurrency=c, discard_head=0.1, discard_tail=0.05)
-            burst = simulate(specs, engine, unscaled, concurrency=c, discard_head=0.1, discard_tail=0.05)
             row = {
                 "concurrency": c,
                 "requests": len(specs),
                 "failed": measured.failed,
                 "meas_rps": measured.request_throughput_rps,
                 "pred_rps": predicted.throughput_rps,
-                "burst_rps": burst.throughput_rps,
             }
             for metric in ("ttft", "tpot"):
                 row[f"meas_{metric}_p50_s"] = getattr(measured, metric).p50
                 row[f"pred_{metric}_p50_s"] = getattr(predicted, metric).p50
-                row[f"burst_{metric}_p50_s"] = getattr(burst, metric).p50
             out["rows"].append(row)
             elapsed = time.monotonic() - t0
             eta = elapsed / (k + 1) * (len(CONCURRENCY) - k - 1)
@@ -129,32 +119,20 @@ def markdown(data: dict[str, Any]) -> str:
         f"{PROMPT}/{OUTPUT} tokens, closed loops of {PER_STREAM} requests per stream, predicted by the "
         "simulator from one calibration of the same server taken right before.",
         "",
-        "| concurrency | req/s pred / meas | err | TTFT p50 pred / meas ms | err | TPOT p50 pred / meas ms | err "
-        "| bursts alone: req/s, TTFT, TPOT err |",
-        "|---:|---|---:|---|---:|---|---:|---|",
+        "| concurrency | req/s pred / meas | err | TTFT p50 pred / meas ms | err | TPOT p50 pred / meas ms | err |",
+        "|---:|---|---:|---|---:|---|---:|",
     ]
     for r in rows:
         line = f"| {r['concurrency']} | {r['pred_rps']:.1f} / {r['meas_rps']:.1f} | {relative_error(r['meas_rps'], r['pred_rps']):+.0%} |"
         for metric in ("ttft", "tpot"):
             p, m = r[f"pred_{metric}_p50_s"], r[f"meas_{metric}_p50_s"]
             line += f" {p * 1e3:.2f} / {m * 1e3:.2f} | {relative_error(m, p):+.0%} |"
-        burst = [relative_error(r["meas_rps"], r["burst_rps"])] + [
-            relative_error(r[f"meas_{m}_p50_s"], r[f"burst_{m}_p50_s"]) for m in ("ttft", "tpot")
-        ]
-        line += " " + ", ".join(f"{e:+.0%}" for e in burst) + " |"
         lines.append(line)
     fluid = data["fluid_capacity_rps"]
-    scale = data["calibration"].get("sustained_scale")
     lines += [
         "",
-        f"Step-time factor under sustained traffic fitted in the calibration (closed loops at "
-        f"{'/'.join(str(r[0]) for r in data['calibration'].get('sustained') or [])} streams of 64/32-token "
-        f'requests; `gpuplace.planner.sustained`): ×{scale:.3f}. "bursts alone": the same calibration '
-        "without it (scale 1).",
-        "",
         f"Fluid capacity bound (`fluid_capacity_rps`, the fidelity benchmark's 100%): {fluid:.1f} req/s; the "
-        f"highest throughput measured here: {best:.1f} req/s ({best / fluid:.0%} of the bound); without the "
-        f"factor the bound was {data['burst_fluid_capacity_rps']:.1f} req/s.",
+        f"highest throughput measured here: {best:.1f} req/s ({best / fluid:.0%} of the bound).",
         "",
     ]
     return "\n".join(lines)

@@ -72,21 +72,18 @@ def measure_local_deployment(
     import transformers
 
     from gpuplace.loadtest.prompts import load_tokenizer
-    from gpuplace.planner.sustained import with_sustained
     from gpuplace.profiling.device import local_unit
 
-    return with_sustained(  # the step-time factor under sustained traffic, fitted to the closed loops
-        measure_engine_steps(
-            record.endpoint,
-            record.served_model_name,
-            load_tokenizer(model),
-            config=config or EngineStepConfig(),
-            engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}".strip(),
-            device_kind="cpu" if on_cpu else "cuda",
-            # the unit a plan names: "cpu" on a CPU, else the catalog GPU (the local target's device)
-            device_name=(platform.processor() or platform.machine()) if on_cpu else local_unit(),
-            model=model,
-        )
+    return measure_engine_steps(
+        record.endpoint,
+        record.served_model_name,
+        load_tokenizer(model),
+        config=config or EngineStepConfig(),
+        engine=f"transformers-serve {transformers.__version__} {' '.join(serve_args)}".strip(),
+        device_kind="cpu" if on_cpu else "cuda",
+        # the unit a plan names: "cpu" on a CPU, else the catalog GPU (the local target's device)
+        device_name=(platform.processor() or platform.machine()) if on_cpu else local_unit(),
+        model=model,
     )
 
 

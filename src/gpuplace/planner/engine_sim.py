@@ -149,7 +149,7 @@ def simulate(
     checked_end = concurrency is not None
     overhead = model.request_overhead_s
     step_s = model.step_s
-    kv_b = model.decode_terms(0)[1]  # a decode's cost per context token (with the model's scale)
+    kv_b = model.kv_s_per_token
     decode_a: dict[int, float] = {}  # decode-only step time of n sequences, before context
     work = model.request_work_s
     wake = model.wake_s

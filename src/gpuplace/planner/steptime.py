@@ -69,9 +69,6 @@ class StepTimeModel:
     # measured: what a request that finds the engine idle adds to its first step, by how long the engine
     # had been idle ((idle_s, extra_s) points, interpolated, the last held beyond; 0 at no idle time)
     wake: tuple[tuple[float, float], ...] = ()
-    # measured: steps under sustained traffic take this multiple of the terms above (every step term,
-    # not the per-request overhead, work or wake; EngineStepProfile.sustained_scale)
-    scale: float = 1.0
     source: str = ""
 
     def step_s(
@@ -91,7 +88,7 @@ class StepTimeModel:
             return 0.0
         gemm = max(self.weights_s, tokens * self.gemm_s_per_token + samples * self.head_s_per_sample)
         excess = self.decode_excess_s
-        return self.scale * (
+        return (
             (excess[min(decodes, len(excess)) - 1] if excess and decodes > 0 else 0.0)
             + self.fixed_s
             + gemm
@@ -116,7 +113,7 @@ class StepTimeModel:
 
     def decode_terms(self, n: int) -> tuple[float, float]:
         """``(a, b)`` with a decode-only step of ``n`` sequences taking ``a + b·context`` seconds."""
-        return self.step_s(n, n, n, decodes=n), self.kv_s_per_token * self.scale
+        return self.step_s(n, n, n, decodes=n), self.kv_s_per_token
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """One request's whole prompt in one step, alone (the zero-load TTFT without its overhead)."""
@@ -201,11 +198,6 @@ def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 
     4 only 10% more again, a shape no linear term holds); it is valid only for the device and model it
     was measured with.
     """
-    scale = profile.sustained_scale
-    if not math.isfinite(scale):  # the closed loops are measured but no factor was fitted yet
-        from gpuplace.planner.sustained import with_sustained  # it simulates: engine_sim imports this module
-
-        scale = with_sustained(profile).sustained_scale if profile.sustained else 1.0
     return StepTimeModel(
         decode_excess_s=decode_excess(profile),
         fixed_s=profile.fixed_s,
@@ -216,7 +208,6 @@ def measured_step_model(profile: EngineStepProfile, request_overhead_s: float = 
         request_overhead_s=request_overhead_s if request_overhead_s else profile.request_overhead_s,
         request_work_s=profile.request_work_s,
         wake=profile.wake,
-        scale=scale,
         source=f"measured: {profile.engine} on {profile.device_name} ({profile.model})",
     )
 

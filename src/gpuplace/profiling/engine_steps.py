@@ -26,13 +26,7 @@ needs a fraction of one. So it is measured, through the same HTTP server the loa
   engine idle for a while waits longer for its first token (threads blocked on an event and a CPU
   that went idle wake: here about 3 ms after 100 ms of idle). ``wake`` is, per idle level, the median
   TTFT minus the median TTFT without idle time (:class:`~gpuplace.types.engine.WakeRun`,
-  :func:`wake_curve`);
-* **sustained traffic**: closed loops of short requests at a few concurrencies (4 and 16 streams: each
-  sends its next request when its last one ended), whose median TTFT and TPOT over the repeats are kept
-  (:class:`~gpuplace.types.engine.SustainedRun`, :func:`sustained_run`). Bursts with idle gaps between
-  them can cost a server less than traffic that never lets up; the planner fits a factor on the step
-  time to these loops (:mod:`gpuplace.planner.sustained`; the calibration entry points in
-  :mod:`gpuplace.deploy.calibrate` write it into the profile).
+  :func:`wake_curve`).
 
 A linear model is fitted to the medians, with non-negative coefficients and relative residuals:
 ``step = fixed + per_token·tokens + per_seq·seqs + per_context·context + per_pair·pairs`` and TTFT =
@@ -61,13 +55,7 @@ from typing import Any
 import numpy as np
 
 from gpuplace.errors import InvalidInput
-from gpuplace.types.engine import (
-    EngineStepProfile,
-    EngineStepSample,
-    InterferenceRun,
-    SustainedRun,
-    WakeRun,
-)
+from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun, WakeRun
 
 COEFFICIENTS: tuple[str, ...] = (
     "fixed_s",
@@ -103,18 +91,12 @@ class EngineStepConfig:
     # (each level ``wake_requests`` times, the levels interleaved; 0 requests: no wake runs)
     wake_idle_s: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3)
     wake_requests: int = 3
-    # sustained: closed loops at these concurrencies (each stream sends its next request when its last
-    # one ended), this many requests per stream in each repeat; () : no sustained runs (scale 1)
-    sustained_concurrency: tuple[int, ...] = (4, 16)
-    sustained_prompt_tokens: int = 64
-    sustained_output_tokens: int = 32
-    sustained_requests_per_stream: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("decode_batches", "prefill_tokens", "context_batches", "sustained_concurrency"):
+        for name in ("decode_batches", "prefill_tokens", "context_batches"):
             values = getattr(self, name)
             bad = any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values)
-            if bad or (not values and name in ("decode_batches", "prefill_tokens")):
+            if bad or (not values and name != "context_batches"):
                 raise InvalidInput(name, values, "must be positive integers", "e.g. (1, 2, 4, 8)")
         if self.decode_output_tokens < 2 * _MIN_WINDOW_TOKENS:
             raise InvalidInput(
@@ -140,18 +122,6 @@ class EngineStepConfig:
             )
         if self.repeats < 1:
             raise InvalidInput("repeats", self.repeats, "must be at least 1", "")
-        loop = (
-            self.sustained_prompt_tokens,
-            self.sustained_output_tokens,
-            self.sustained_requests_per_stream,
-        )
-        if self.sustained_concurrency and (loop[0] < 1 or loop[1] < 2 or loop[2] < 1):
-            raise InvalidInput(
-                "sustained_prompt_tokens/sustained_output_tokens/sustained_requests_per_stream",
-                loop,
-                "need a prompt ≥ 1 token, an output ≥ 2 tokens (TPOT) and ≥ 1 request per stream",
-                "e.g. 64-token prompts, 32 output tokens, 3 requests per stream",
-            )
 
 
 def fit_step_profile(samples: Sequence[EngineStepSample]) -> tuple[dict[str, float], float]:
@@ -258,7 +228,6 @@ def measure_engine_steps(
     prefill: dict[int, tuple[list[float], list[float]]] = {c: ([], []) for c in config.prefill_tokens}
     interference: list[InterferenceRun] = []
     wake_runs: list[WakeRun] = []
-    loops: dict[int, list[Any]] = {c: [] for c in config.sustained_concurrency}  # records, all repeats
     wake_prompt = min(config.prefill_tokens)  # the wake runs' prompt: the shortest lone prefill
     for _ in range(config.repeats):
         for prompt, batches in ((p, decode), (p_long, long)):
@@ -284,8 +253,6 @@ def measure_engine_steps(
                 # the lone request just sent came right after the run's warm-up request: no idle time
                 e2e = record.ttft_s + statistics.median(single)
                 wake_runs.append(_wake(state, builder, config, c, record.ttft_s, e2e))
-        for c, records in loops.items():
-            records.extend(_sustained_loop(state, builder, config, c))
     works = [w for w in (r.work_s for r in interference) if math.isfinite(w)]
     work = max(0.0, statistics.median(works)) if works else 0.0
     if interference:
@@ -320,7 +287,6 @@ def measure_engine_steps(
         request_work_s=work,
         wake=wake_curve(wake_runs, len(config.wake_idle_s)),
         wake_runs=tuple(wake_runs),
-        sustained=tuple(sustained_run(c, config, records) for c, records in loops.items()),
         notes=(*state.notes, *notes),
         **coef,
     )
@@ -365,39 +331,6 @@ def _wake(
     records = run_load(state, specs, [builder.build(prompt) for _ in specs], RunOptions(show_progress=False))
     idle_s, ttft_s = wake_points(records.records)
     return WakeRun(hot_ttft_s, idle_s, ttft_s)
-
-
-def _sustained_loop(state: Any, builder: Any, config: EngineStepConfig, streams: int) -> list[Any]:
-    """One closed loop of ``streams`` streams, ``sustained_requests_per_stream`` requests each; its
-    records."""
-    from gpuplace.loadtest.runner import RunOptions, run_load
-    from gpuplace.workload import RequestSpec
-
-    p, o = config.sustained_prompt_tokens, config.sustained_output_tokens
-    specs = [RequestSpec(i, math.nan, p, o) for i in range(streams * config.sustained_requests_per_stream)]
-    prompts = [builder.build(p) for _ in specs]
-    return list(run_load(state, specs, prompts, RunOptions(concurrency=streams, show_progress=False)).records)
-
-
-def sustained_run(streams: int, config: EngineStepConfig, records: Sequence[Any]) -> SustainedRun:
-    """The closed loops at ``streams`` streams of all repeats (``records``) as one run: median TTFT and
-    TPOT over their successful requests, and the throughput of one loop (the requests of all repeats ÷
-    the loops' summed durations). NaN medians when none succeeded."""
-    ok = [r for r in records if r.success and math.isfinite(r.tpot_s)]
-    ttft = statistics.median(r.ttft_s for r in ok) if ok else math.nan
-    tpot = statistics.median(r.tpot_s for r in ok) if ok else math.nan
-    per_loop = streams * config.sustained_requests_per_stream
-    loops = [[r for r in records[k : k + per_loop] if r.success] for k in range(0, len(records), per_loop)]
-    busy = sum(max(r.end_s for r in loop) - min(r.start_s for r in loop) for loop in loops if loop)
-    return SustainedRun(
-        concurrency=streams,
-        prompt_tokens=config.sustained_prompt_tokens,
-        output_tokens=config.sustained_output_tokens,
-        requests=per_loop,
-        ttft_p50_s=ttft,
-        tpot_p50_s=tpot,
-        throughput_rps=len(ok) / busy if busy > 0 else math.nan,
-    )
 
 
 def wake_points(records: Sequence[Any]) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -31,7 +31,6 @@ __all__ = [
     "InterferenceRun",
     "ServingPrediction",
     "SimulatedRequest",
-    "SustainedRun",
     "WakeRun",
 ]
 
@@ -156,42 +155,6 @@ class WakeRun:
         return cls(float(row[0]), tuple(float(x) for x in row[1]), tuple(float(x) for x in row[2]))
 
 
-@dataclass(frozen=True, slots=True)
-class SustainedRun:
-    """A closed loop at fixed concurrency, as measured: ``concurrency`` streams each sending its next
-    ``prompt_tokens``/``output_tokens`` request when the last one ended, ``requests`` in all (all
-    streams start together, as :func:`gpuplace.planner.engine_sim.simulate` starts a closed loop).
-
-    Bursts with idle gaps between them, which the rest of the calibration measures, cost a
-    ``transformers serve`` on a CPU less than traffic that never lets up (its event loop streams every
-    token under the interpreter lock its step loop needs, and the load tester shares the cores); these
-    runs measure the difference (:attr:`EngineStepProfile.sustained_scale`). Medians over the run's
-    requests.
-    """
-
-    concurrency: int
-    prompt_tokens: int
-    output_tokens: int
-    requests: int
-    ttft_p50_s: float
-    tpot_p50_s: float
-    throughput_rps: float
-
-    def to_json_list(self) -> list[Any]:
-        return [
-            self.concurrency,
-            self.prompt_tokens,
-            self.output_tokens,
-            self.requests,
-            *(None if math.isnan(v) else v for v in (self.ttft_p50_s, self.tpot_p50_s, self.throughput_rps)),
-        ]  # NaN (a loop in which nothing succeeded) as null
-
-    @classmethod
-    def from_json_list(cls, row: Sequence[Any]) -> SustainedRun:
-        values = (math.nan if x is None else float(x) for x in row[4:7])
-        return cls(int(row[0]), int(row[1]), int(row[2]), int(row[3]), *values)
-
-
 def _trimmed_mean(values: Sequence[float], cut: float = 0.1) -> float:
     ordered = sorted(values)
     k = int(len(ordered) * cut)
@@ -231,11 +194,6 @@ class EngineStepProfile:
     # (measured by ``wake_runs``; 0 at no idle time, interpolated, the last point held beyond)
     wake: tuple[tuple[float, float], ...] = ()
     wake_runs: tuple[WakeRun, ...] = ()
-    # what steps under sustained traffic take as a multiple of the fitted model's, fitted to the
-    # ``sustained`` closed loops by replaying them in the serving model (gpuplace.planner.sustained;
-    # NaN: not fitted yet)
-    sustained_scale: float = math.nan
-    sustained: tuple[SustainedRun, ...] = ()
     rms_relative_error: float = math.nan  # of the fit over the samples
     notes: tuple[str, ...] = ()
 
@@ -255,7 +213,7 @@ class EngineStepProfile:
             f"+ {self.per_token_s * 1e6:.1f} µs/token + {self.per_seq_s * 1e6:.1f} µs/sequence "
             f"+ {self.per_context_token_s * 1e9:.1f} ns/context token; request overhead "
             f"{self.request_overhead_s * 1e3:.2f} ms, work per arriving request "
-            f"{self.request_work_s * 1e3:.2f} ms{self._describe_wake()}{self._describe_sustained()}; "
+            f"{self.request_work_s * 1e3:.2f} ms{self._describe_wake()}; "
             f"fit RMS error {self.rms_relative_error:.0%} "
             f"over {len(self.samples)} samples"
         )
@@ -265,14 +223,6 @@ class EngineStepProfile:
             return ""
         idle, extra = self.wake[-1]
         return f", an idle engine wakes in up to {extra * 1e3:.2f} ms (after {idle * 1e3:.0f} ms idle)"
-
-    def _describe_sustained(self) -> str:
-        if not self.sustained:
-            return ""
-        streams = "/".join(str(c) for c in sorted({r.concurrency for r in self.sustained}))
-        if math.isnan(self.sustained_scale):
-            return f", closed loops at {streams} streams measured (their step factor not fitted yet)"
-        return f", steps ×{self.sustained_scale:.2f} under sustained traffic ({streams} streams)"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -303,8 +253,6 @@ class EngineStepProfile:
             "interference": [run.to_json_list() for run in self.interference],
             "wake": [list(p) for p in self.wake],
             "wake_runs": [run.to_json_list() for run in self.wake_runs],
-            "sustained_scale": None if math.isnan(self.sustained_scale) else self.sustained_scale,
-            "sustained": [run.to_json_list() for run in self.sustained],
             "notes": list(self.notes),
         }
 
@@ -333,10 +281,6 @@ class EngineStepProfile:
             interference=tuple(InterferenceRun.from_json_list(r) for r in data.get("interference") or ()),
             wake=tuple((float(p[0]), float(p[1])) for p in data.get("wake") or ()),
             wake_runs=tuple(WakeRun.from_json_list(r) for r in data.get("wake_runs") or ()),
-            sustained_scale=math.nan
-            if data.get("sustained_scale") is None
-            else float(data["sustained_scale"]),
-            sustained=tuple(SustainedRun.from_json_list(r) for r in data.get("sustained") or ()),
             rms_relative_error=math.nan if err is None else float(err),
             notes=tuple(str(n) for n in data.get("notes") or ()),
         )
