@@ -23,6 +23,9 @@ server. Goals: |error| ≤ 15% at p50, ≤ 25% at p99, in every cell.
 
 Every miss is reported as it is. Writes docs/benchmarks/fidelity.{md,json} (a part not run keeps its
 previous figures). Run: `.venv/bin/python tests/benchmarks/bench_fidelity.py --part all`.
+``--part resimulate`` predicts the recorded CPU cells again with the current serving model from the
+calibrations recorded beside them (a minute, measuring nothing): how a model change scores against
+the same measurements.
 """
 
 from __future__ import annotations
@@ -289,6 +292,70 @@ def calibrate(record: Any, tokenizer: Any, config: Any, name: str, machine: str)
     )
 
 
+def cell_mixes(name: str) -> dict[str, list[tuple[int, int]]]:
+    """The two length mixes of ``name``'s cells (2000 requests each; the Azure one read in place)."""
+    setup = CPU_MODELS[name]
+    p, o = setup["fixed"]
+    return {f"fixed {p}/{o}": [(p, o)] * 2000, "Azure conv mix": azure_lengths(2000, *setup["azure"])}
+
+
+def cell_specs(lengths: list[tuple[int, int]], rate: float, n: int) -> list[Any]:
+    """A cell's requests: the first ``n`` of the mix at Poisson arrivals of ``rate`` (seed 11)."""
+    from gpuplace.workload import RequestSpec, arrival_times
+
+    times = arrival_times(n, rate, seed=11)
+    return [RequestSpec(i, times[i], lengths[i][0], lengths[i][1]) for i in range(n)]
+
+
+def predict_cell(specs: list[Any], engine: Any, step_model: Any) -> tuple[Any, Any]:
+    """The serving model's prediction of a cell, and the same with the measured steps alone (without
+    the work per arriving request and the wake of an idle engine)."""
+    from gpuplace.planner.engine_sim import simulate
+
+    n = len(specs)
+    whole = simulate(specs, engine, step_model, discard_head=0, discard_tail=0, abort_backlog=n)
+    alone = replace(step_model, request_work_s=0.0, wake=())
+    steps = simulate(specs, engine, alone, discard_head=0, discard_tail=0, abort_backlog=n)
+    return whole, steps
+
+
+def _set_predictions(cell: dict[str, Any], predicted: Any, steps_only: Any) -> None:
+    cell["predicted_stable"] = predicted.stable
+    for metric in ("ttft", "tpot"):
+        for q in ("p50", "p99"):
+            cell[f"pred_{metric}_{q}_s"] = getattr(getattr(predicted, metric), q)
+            cell[f"steps_{metric}_{q}_s"] = getattr(getattr(steps_only, metric), q)
+
+
+def resimulate_cpu(cpu: dict[str, Any]) -> float:
+    """Predict every recorded CPU cell again with the current serving model, from the calibration taken
+    right before it (``calibrations[model][k]`` for its k-th cell; index 0 is the first, longer one),
+    against the measurements as recorded; returns the largest relative change of a p50/p99 prediction.
+    A model change is scored in a minute this way, without measuring again (~50 min)."""
+    from gpuplace.catalog import model_arch_from_config, resolve_model
+    from gpuplace.planner.engine import transformers_engine_params
+    from gpuplace.planner.steptime import measured_step_model
+    from gpuplace.types.engine import EngineStepProfile
+
+    seen: dict[str, int] = {}
+    largest = 0.0
+    for cell in cpu["cells"]:
+        name = cell["model"]
+        seen[name] = seen.get(name, 0) + 1
+        profile = EngineStepProfile.from_json_dict(cpu["calibrations"][name][seen[name]])
+        if profile.fixed_s != cell["fixed_s"]:
+            raise ValueError(f"{name} cell {seen[name]}: its calibration is not the one recorded beside it")
+        arch = model_arch_from_config(name, resolve_model(name).config)
+        engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=CPU_MODELS[name]["blocks"])
+        specs = cell_specs(cell_mixes(name)[cell["mix"]], cell["rate_rps"], cell["requests"])
+        before = {k: v for k, v in cell.items() if k.startswith("pred_")}
+        _set_predictions(cell, *predict_cell(specs, engine, measured_step_model(profile)))
+        for k, old in before.items():
+            if math.isfinite(old) and old > 0:
+                largest = max(largest, abs(cell[k] - old) / old)
+    return largest
+
+
 def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
     import platform
 
@@ -324,10 +391,8 @@ def run_cpu_model(
     from gpuplace.loadtest.prompts import PromptBuilder, load_tokenizer
     from gpuplace.loadtest.runner import RunOptions, run_load
     from gpuplace.planner.engine import transformers_engine_params
-    from gpuplace.planner.engine_sim import simulate
     from gpuplace.planner.replica import fluid_capacity_rps
     from gpuplace.planner.steptime import measured_step_model
-    from gpuplace.workload import RequestSpec, arrival_times
 
     cell_config = replace(_cell_calibration(), decode_output_tokens=setup["window"])
     arch = model_arch_from_config(name, resolve_model(name).config)
@@ -345,12 +410,7 @@ def run_cpu_model(
         tokenizer = load_tokenizer(name)
         builder = PromptBuilder(tokenizer, api="completions", seed=3)
         results["calibrations"][name] = []
-        p, o = setup["fixed"]
-        ps, os_, pmax, omax = setup["azure"]
-        mixes = {
-            f"fixed {p}/{o}": [(p, o)] * 2000,
-            "Azure conv mix": azure_lengths(2000, ps, os_, pmax, omax),
-        }
+        mixes = cell_mixes(name)
         # The loads are shares of one capacity per model and length mix, predicted from a first,
         # longer calibration; each cell is then predicted from a calibration taken right before it.
         first = calibrate(record, tokenizer, replace(cell_config, repeats=5), name, results["machine"])
@@ -369,21 +429,8 @@ def run_cpu_model(
                 step_model = measured_step_model(profile)
                 rate = load * capacity
                 n = int(min(len(lengths), max(30, rate * seconds)))
-                times = arrival_times(n, rate, seed=11)
-                specs = [RequestSpec(i, times[i], lengths[i][0], lengths[i][1]) for i in range(n)]
-                predicted = simulate(
-                    specs, engine, step_model, discard_head=0, discard_tail=0, abort_backlog=n
-                )
-                # the same without the work per arriving request and the wake of an idle engine: the
-                # engine's measured steps alone
-                steps_only = simulate(
-                    specs,
-                    engine,
-                    replace(step_model, request_work_s=0.0, wake=()),
-                    discard_head=0,
-                    discard_tail=0,
-                    abort_backlog=n,
-                )
+                specs = cell_specs(lengths, rate, n)
+                predicted, steps_only = predict_cell(specs, engine, step_model)
                 prompts = [builder.build(s.prompt_tokens) for s in specs]
                 load_before = os.getloadavg()[0]
                 state = EndpointState(record.endpoint, record.served_model_name)
@@ -401,16 +448,14 @@ def run_cpu_model(
                     "calibration_s": time.monotonic() - t0,
                     "failed": measured.failed,
                     "measured_rps": measured.request_throughput_rps,
-                    "predicted_stable": predicted.stable,
                     "fixed_s": profile.fixed_s,
                     "request_work_s": profile.request_work_s,
                     "per_seq_s": profile.per_seq_s,
                     "fit_rms": profile.rms_relative_error,
                 }
+                _set_predictions(cell, predicted, steps_only)
                 for metric in ("ttft", "tpot"):
                     for q in ("p50", "p99"):
-                        cell[f"pred_{metric}_{q}_s"] = getattr(getattr(predicted, metric), q)
-                        cell[f"steps_{metric}_{q}_s"] = getattr(getattr(steps_only, metric), q)
                         cell[f"meas_{metric}_{q}_s"] = getattr(getattr(measured, metric), q)
                 results["cells"].append(cell)
                 results["calibrations"][name].append(profile.to_json_dict())
@@ -630,9 +675,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--part",
-        choices=("aic", "cpu", "all", "report"),
+        choices=("aic", "cpu", "all", "report", "resimulate"),
         default="all",
-        help="report: rewrite fidelity.md from fidelity.json, measuring nothing",
+        help="report: rewrite fidelity.md from fidelity.json, measuring nothing; resimulate: predict the "
+        "recorded CPU cells again with the current model from their recorded calibrations, then report",
     )
     parser.add_argument(
         "--requests", type=int, default=2000, help="simulated requests per AIC-grid prediction"
@@ -650,6 +696,12 @@ def main() -> int:
         path.write_text(json.dumps(data, indent=1, default=str) + "\n")
     if args.part in ("cpu", "all"):
         data["cpu"] = run_cpu(tuple(float(x) for x in args.loads.split(",")), args.seconds)
+        path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    if args.part == "resimulate":
+        change = resimulate_cpu(data["cpu"])
+        print(
+            f"resimulated {len(data['cpu']['cells'])} CPU cells; largest change of a prediction {change:.1%}"
+        )
         path.write_text(json.dumps(data, indent=1, default=str) + "\n")
     (OUT / "fidelity.md").write_text(markdown(data))
     print((OUT / "fidelity.md").read_text())
