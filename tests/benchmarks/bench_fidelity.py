@@ -24,13 +24,15 @@ server. Goals: |error| ≤ 15% at p50, ≤ 25% at p99, in every cell.
 Every miss is reported as it is. Writes docs/benchmarks/fidelity.{md,json} (a part not run keeps its
 previous figures). Run: `.venv/bin/python tests/benchmarks/bench_fidelity.py --part all`.
 ``--part resimulate`` predicts the recorded CPU cells again with the current serving model from the
-calibrations recorded beside them (a minute, measuring nothing): how a model change scores against
+calibrations recorded beside them (about a second, measuring nothing): how a model change scores against
 the same measurements.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import math
 import os
@@ -38,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -292,8 +295,36 @@ def calibrate(record: Any, tokenizer: Any, config: Any, name: str, machine: str)
     )
 
 
+def cell_engine(name: str) -> Any:
+    """The engine parameters ``name`` is served and simulated with: transformers serve's, its KV cache
+    pinned to a size that holds the workload (transformers' default takes 60% of free memory on a CPU)."""
+    from gpuplace.catalog import model_arch_from_config, resolve_model
+    from gpuplace.planner.engine import transformers_engine_params
+
+    arch = model_arch_from_config(name, resolve_model(name).config)
+    return transformers_engine_params(arch, memory_gib=0.0, num_blocks=CPU_MODELS[name]["blocks"])
+
+
+@contextlib.contextmanager
+def served(name: str, tag: str) -> Iterator[Any]:
+    """A local ``transformers serve`` of ``name`` with :func:`cell_engine`'s parameters (one torch
+    thread, as in the fidelity cells), torn down on exit; yields its deployment record."""
+    from gpuplace.deploy.local import deploy_local, teardown_local
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuplace-bench-{tag}"
+    args = tuple(cell_engine(name).to_transformers_serve_args())
+    record = deploy_local(name, workdir=workdir, device="cpu", name=tag, extra_args=args)
+    try:
+        yield record
+    finally:
+        teardown_local(record)
+
+
+@functools.cache
 def cell_mixes(name: str) -> dict[str, list[tuple[int, int]]]:
-    """The two length mixes of ``name``'s cells (2000 requests each; the Azure one read in place)."""
+    """The two length mixes of ``name``'s cells (2000 requests each; the Azure trace is read in place,
+    once per model)."""
     setup = CPU_MODELS[name]
     p, o = setup["fixed"]
     return {f"fixed {p}/{o}": [(p, o)] * 2000, "Azure conv mix": azure_lengths(2000, *setup["azure"])}
@@ -331,9 +362,7 @@ def resimulate_cpu(cpu: dict[str, Any]) -> float:
     """Predict every recorded CPU cell again with the current serving model, from the calibration taken
     right before it (``calibrations[model][k]`` for its k-th cell; index 0 is the first, longer one),
     against the measurements as recorded; returns the largest relative change of a p50/p99 prediction.
-    A model change is scored in a minute this way, without measuring again (~50 min)."""
-    from gpuplace.catalog import model_arch_from_config, resolve_model
-    from gpuplace.planner.engine import transformers_engine_params
+    A model change is scored in about a second this way, without measuring again (~50 min)."""
     from gpuplace.planner.steptime import measured_step_model
     from gpuplace.types.engine import EngineStepProfile
 
@@ -345,11 +374,9 @@ def resimulate_cpu(cpu: dict[str, Any]) -> float:
         profile = EngineStepProfile.from_json_dict(cpu["calibrations"][name][seen[name]])
         if profile.fixed_s != cell["fixed_s"]:
             raise ValueError(f"{name} cell {seen[name]}: its calibration is not the one recorded beside it")
-        arch = model_arch_from_config(name, resolve_model(name).config)
-        engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=CPU_MODELS[name]["blocks"])
         specs = cell_specs(cell_mixes(name)[cell["mix"]], cell["rate_rps"], cell["requests"])
         before = {k: v for k, v in cell.items() if k.startswith("pred_")}
-        _set_predictions(cell, *predict_cell(specs, engine, measured_step_model(profile)))
+        _set_predictions(cell, *predict_cell(specs, cell_engine(name), measured_step_model(profile)))
         for k, old in before.items():
             if math.isfinite(old) and old > 0:
                 largest = max(largest, abs(cell[k] - old) / old)
@@ -385,20 +412,15 @@ def run_cpu_model(
     results: dict[str, Any],
     workdir: Path,
 ) -> None:
-    from gpuplace.catalog import model_arch_from_config, resolve_model
     from gpuplace.deploy.local import deploy_local, teardown_local
     from gpuplace.loadtest.client import EndpointState
     from gpuplace.loadtest.prompts import PromptBuilder, load_tokenizer
     from gpuplace.loadtest.runner import RunOptions, run_load
-    from gpuplace.planner.engine import transformers_engine_params
     from gpuplace.planner.replica import fluid_capacity_rps
     from gpuplace.planner.steptime import measured_step_model
 
     cell_config = replace(_cell_calibration(), decode_output_tokens=setup["window"])
-    arch = model_arch_from_config(name, resolve_model(name).config)
-    # The server gets the engine parameters the model simulates, its KV cache pinned to a size
-    # that holds the workload (transformers' default takes 60% of free memory on a CPU).
-    engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=setup["blocks"])
+    engine = cell_engine(name)  # the server gets the engine parameters the model simulates
     record = deploy_local(
         name,
         workdir=workdir,
@@ -652,18 +674,17 @@ def markdown(data: dict[str, Any]) -> str:
             " 1.2–1.3 s, 3–6 req/s served of 21–26 offered), tiny's Azure mix at 44% began to (p99 TTFT 4.8 "
             "s, 10.9 of 13.2 req/s served), and llama-100m at 85% ran at twice its predicted latency. Why it "
             "does not recover: the calibration measures decode steps of up to 16 sequences and the model "
-            "extrapolates a line beyond, which the engine does not follow. Measured on the same server "
-            "(bursts of 128/48-token requests, two repeats): a step of 16 decodes 7.4 ms (the model: "
-            "6.4–7.1), 32: 12–15 ms (11–12.5), 64: 30–32 ms (21–23), 128: 72–76 ms (39–45), 256: 214–227 ms "
-            "(77–87). The engine's token rate peaks near 32 sequences (~2,400 tokens/s) and falls as it "
-            "admits more (~1,100 at 256); once behind, `transformers serve` admits up to 1024 sequences and "
-            "never drains. What starts it is not in the model either: re-simulated with those steps added to "
-            "each cell's calibration, the predictions barely move (p50 within 3%), because the simulated running count "
-            "peaks at 25–39 and never reaches the region where the engine slows. Something slower than the "
-            "model (the machine's stalls; tiny's Azure cell at 44% ran at twice the predicted p50 TPOT) lets "
-            "the queue build past the tipping point. A deterministic simulation without stalls cannot predict"
-            " that metastable collapse; plans for this engine need headroom (stay below half the fluid bound "
-            "here), or an engine whose admissions can be capped.",
+            "extrapolates a line beyond, which the engine does not follow (docs/benchmarks/big_batches.md, "
+            "bench_big_batches.py: measured / model 0.99 at 16 decodes, 0.86 at 32, 1.08 at 64, 1.30 at 128, "
+            "2.01 at 256; the engine's token rate peaks near 32 sequences, ~1,900 tokens/s, and falls to ~960"
+            " at 256). Once behind, `transformers serve` admits up to 1024 sequences and never drains. What "
+            "starts it is not in the model either: with those steps added to each tiny cell's calibration the"
+            " predictions barely move (p50 within 7%), because the simulated running count peaks at 23–35 and"
+            " does not reach the region where the engine slows. Something slower than the model (the "
+            "machine's stalls; tiny's Azure cell at 44% ran at twice the predicted p50 TPOT) lets the queue "
+            "build past the tipping point. A deterministic simulation without stalls cannot predict that "
+            "metastable collapse; plans for this engine need headroom (stay below half the fluid bound here),"
+            " or an engine whose admissions can be capped.",
             "",
         ]
         for name, error in cpu.get("errors", {}).items():

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import sys
 import time
@@ -35,32 +34,19 @@ PER_STREAM = 10
 
 
 def measure() -> dict[str, Any]:
-    os.environ["OMP_NUM_THREADS"] = "1"  # as bench_fidelity: one torch thread in the server
-    from gpuplace.catalog import model_arch_from_config, resolve_model
-    from gpuplace.deploy.local import deploy_local, teardown_local
     from gpuplace.loadtest.client import EndpointState
     from gpuplace.loadtest.prompts import PromptBuilder, load_tokenizer
     from gpuplace.loadtest.runner import RunOptions, run_load
-    from gpuplace.planner.engine import transformers_engine_params
     from gpuplace.planner.engine_sim import simulate
     from gpuplace.planner.replica import fluid_capacity_rps
     from gpuplace.planner.steptime import measured_step_model
     from gpuplace.workload import RequestSpec
-    from tests.benchmarks.bench_fidelity import CPU_MODELS, _cell_calibration, calibrate
+    from tests.benchmarks.bench_fidelity import CPU_MODELS, _cell_calibration, calibrate, cell_engine, served
 
     setup = CPU_MODELS["tiny"]
     machine = platform.processor() or platform.machine()
-    arch = model_arch_from_config("tiny", resolve_model("tiny").config)
-    engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=setup["blocks"])
-    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuplace-bench-sustained"
-    record = deploy_local(
-        "tiny",
-        workdir=workdir,
-        device="cpu",
-        name="sustained",
-        extra_args=tuple(engine.to_transformers_serve_args()),
-    )
-    try:
+    engine = cell_engine("tiny")
+    with served("tiny", "sustained") as record:
         tokenizer = load_tokenizer("tiny")
         # bench_fidelity's calibration of tiny (its first, longer one, from which it sizes its loads)
         config = replace(_cell_calibration(), decode_output_tokens=setup["window"], repeats=5)
@@ -100,8 +86,6 @@ def measure() -> dict[str, Any]:
                 flush=True,
             )
         return out
-    finally:
-        teardown_local(record)
 
 
 def markdown(data: dict[str, Any]) -> str:
