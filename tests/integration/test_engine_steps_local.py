@@ -7,6 +7,7 @@ stops the server.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,17 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
     assert all(i > 0 for i in wake.idle_s) and wake.hot_ttft_s > 0
     assert len(profile.wake) == 2 and profile.wake[0][0] < profile.wake[1][0]
     assert profile.device_kind == "cpu" and "--cb-num-blocks 64" in profile.engine
-    assert profile.fixed_s > 0  # an engine step is never free
+    # An engine step is never free. Not asserted on fixed_s alone: with one repeat the fit may put the
+    # whole per-step cost in per_seq_s (fixed_s 0 in one CI run); the step of one decode is what counts.
+    assert profile.fixed_s >= 0 and profile.fixed_s + profile.per_seq_s > 0
     model = measured_step_model(profile)
     assert model.step_s(4, 4, 4, 100) > model.step_s(1, 1, 1, 25) > 0
+    # the measured decode steps reach the model: per decode count, the model's steps at the measured
+    # contexts are the measured ones in the median (the line plus what it missed, decode_excess_s)
+    for n in (1, 4):
+        decodes = [
+            s for s in profile.samples if s.decode_seqs == n and not s.prefill_tokens and not s.first_token
+        ]
+        a, b = model.decode_terms(n)
+        misses = [a + b * s.context_tokens - s.step_s for s in decodes]
+        assert abs(statistics.median(misses)) <= 0.05 * statistics.median(s.step_s for s in decodes)
