@@ -52,7 +52,7 @@ def measure() -> dict[str, Any]:
         config = replace(_cell_calibration(), decode_output_tokens=CPU_MODELS["tiny"]["window"])
         profile = calibrate(record, tokenizer, config, "tiny", machine)
         print(f"calibration: {profile.describe()}", flush=True)
-        model = measured_step_model(profile)
+        model = measured_step_model(profile, traffic_factor=1.0)  # bursts against the bursts calibrated
         builder = PromptBuilder(tokenizer, api="completions", seed=1)
         state = EndpointState(record.endpoint, record.served_model_name)
 
@@ -101,7 +101,7 @@ def resimulate_with(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     tiny = [c for c in cpu["cells"] if c["model"] == "tiny"]
     for k, cell in enumerate(tiny, start=1):  # calibrations["tiny"][k]: the one taken before cell k
         profile = EngineStepProfile.from_json_dict(cpu["calibrations"]["tiny"][k])
-        own = measured_step_model(profile)
+        own = measured_step_model(profile, traffic_factor=1.0)
         extra = tuple(
             EngineStepSample(
                 r["decodes"], 0, 0, r["context"], 0, r["measured_s"] / r["model_s"] * _decode_s(own, r)
@@ -118,7 +118,7 @@ def resimulate_with(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             pred = simulate(
                 specs,
                 cell_engine("tiny"),
-                measured_step_model(prof),
+                measured_step_model(prof, traffic_factor=1.0),
                 discard_head=0,
                 discard_tail=0,
                 abort_backlog=n,

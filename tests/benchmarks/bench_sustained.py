@@ -51,7 +51,7 @@ def measure() -> dict[str, Any]:
         # bench_fidelity's calibration of tiny (its first, longer one, from which it sizes its loads)
         config = replace(_cell_calibration(), decode_output_tokens=setup["window"], repeats=5)
         profile = calibrate(record, tokenizer, config, "tiny", machine)
-        model = measured_step_model(profile)
+        model = measured_step_model(profile, traffic_factor=1.0)  # bursts against the bursts calibrated
         print(f"calibration: {profile.describe()}", flush=True)
         top = replace(engine, max_num_seqs=max(config.decode_batches))
         out: dict[str, Any] = {

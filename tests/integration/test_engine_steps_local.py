@@ -55,7 +55,7 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
     # An engine step is never free. Not asserted on fixed_s alone: with one repeat the fit may put the
     # whole per-step cost in per_seq_s (fixed_s 0 in one CI run); the step of one decode is what counts.
     assert profile.fixed_s >= 0 and profile.fixed_s + profile.per_seq_s > 0
-    model = measured_step_model(profile)
+    model = measured_step_model(profile, traffic_factor=1.0)  # the steps as measured
     assert model.step_s(4, 4, 4, 100) > model.step_s(1, 1, 1, 25) > 0
     # the measured decode steps reach the model: per decode count, the model's steps at the measured
     # contexts are the measured ones in the median (the line plus what it missed, decode_excess_s)

@@ -176,7 +176,7 @@ def test_a_slower_gpu_or_a_mig_slice_takes_longer() -> None:
 
 def test_measured_step_model_is_the_fitted_line() -> None:
     prof = EngineStepProfile("e", "cpu", "x86", "tiny", 0.004, 2e-5, 2e-4, 1e-7, 1e-9, 0.006)
-    model = measured_step_model(prof)
+    model = measured_step_model(prof, traffic_factor=1.0)
 
     assert model.step_s(8, 8, 8, 300, 0) == pytest.approx(prof.predict_s(8, 8, 300))
     assert model.request_overhead_s == 0.006
@@ -184,6 +184,26 @@ def test_measured_step_model_is_the_fitted_line() -> None:
     assert model.wake == () and model.wake_s(1.0) == 0.0  # no wake runs: none
     woken = measured_step_model(replace(prof, wake=((0.1, 0.002),)))
     assert woken.wake_s(0.05) == pytest.approx(0.001)  # the measured wake reaches the simulator
+
+
+def test_a_cpu_profile_prices_its_steps_and_arrivals_under_traffic_a_gpu_profile_as_measured() -> None:
+    """CPU_TRAFFIC_FACTOR: the steps and the work per arriving request, not the per-request overhead
+    or the wake (docs/serving-model.md)."""
+    from gpuplace.planner.steptime import CPU_TRAFFIC_FACTOR
+
+    prof = EngineStepProfile(
+        "e", "cpu", "x86", "tiny", 0.004, 2e-5, 2e-4, 1e-7, 1e-9, 0.006, request_work_s=0.002
+    )
+    line = prof.predict_s(8, 8, 300)
+    cpu = measured_step_model(prof)
+    assert CPU_TRAFFIC_FACTOR > 1
+    assert cpu.step_s(8, 8, 8, 300, 0) == pytest.approx(CPU_TRAFFIC_FACTOR * line)
+    assert cpu.request_work_s == pytest.approx(CPU_TRAFFIC_FACTOR * 0.002)
+    assert cpu.request_overhead_s == 0.006 and "CPU_TRAFFIC_FACTOR" in cpu.source
+    gpu = measured_step_model(replace(prof, device_kind="cuda"))
+    assert gpu.step_s(8, 8, 8, 300, 0) == pytest.approx(line) and gpu.request_work_s == 0.002
+    with pytest.raises(InvalidInput, match="traffic_factor"):
+        measured_step_model(prof, traffic_factor=0.0)
 
 
 def test_measured_decode_steps_are_reproduced_where_the_line_misses_them() -> None:
@@ -197,7 +217,7 @@ def test_measured_decode_steps_are_reproduced_where_the_line_misses_them() -> No
         EngineStepSample(4, 0, 0, 160, 0, 0.0050),
         EngineStepSample(0, 64, 1, 0, 2080, 0.009, first_token=True),  # a prefill: not a decode step
     )
-    model = measured_step_model(replace(prof, samples=samples))
+    model = measured_step_model(replace(prof, samples=samples), traffic_factor=1.0)
 
     assert model.decode_excess_s == pytest.approx((0.0, 0.0006, 0.0003, 0.0))
     assert model.step_s(2, 2, 2, 80, decodes=2) == pytest.approx(0.0046)

@@ -87,6 +87,13 @@ class PlanCommand(Command):
             "--fit-threshold", type=float, default=0.85, help="reject placements whose GPU-fit score is lower"
         )
         choice.add_argument(
+            "--max-load-share",
+            type=float,
+            default=0.5,
+            help="--inventory local: plan at most this share of the local engine's measured capacity "
+            "(it admits without a cap and collapsed above it; docs/serving-model.md)",
+        )
+        choice.add_argument(
             "--task-mix",
             default="",
             help="fragmentation task mix GPUS:WEIGHT,... (default: the fleet's own workload)",

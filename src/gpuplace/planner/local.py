@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, replace
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.evaluate import meets_slo, planned_traffic, ratios, rejection_reasons
 from gpuplace.planner.placement import fit_score
-from gpuplace.planner.replica import ReplicaModel
+from gpuplace.planner.replica import ReplicaModel, fluid_capacity_rps
 from gpuplace.planner.request import PlanRequest
 from gpuplace.planner.shapes import inputs_id, slug
-from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, measured_step_model
+from gpuplace.planner.steptime import StepTimeModel, kv_bytes_per_token_per_gpu, measured_step_model
 from gpuplace.types import ModelArch
 from gpuplace.types.engine import EngineParams, EngineStepProfile, ServingPrediction
 from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan
@@ -40,6 +40,21 @@ class LocalTarget:
     steps: EngineStepProfile
     engine: EngineParams
     gpu_ids: tuple[str, ...] = ()  # the GPU the server uses; () on a CPU
+
+
+def measured_capacity_rps(
+    engine: EngineParams,
+    steps: EngineStepProfile,
+    model: StepTimeModel,
+    prompt_tokens: float,
+    output_tokens: float,
+) -> float:
+    """The local engine's fluid capacity (:func:`~gpuplace.planner.replica.fluid_capacity_rps`) over
+    the decode batches its calibration measured: beyond the largest, the engine's steps grow faster than
+    the fitted line (docs/benchmarks/big_batches.md), so the line is not extrapolated there."""
+    largest = max((s.decode_seqs for s in steps.samples if s.prefill_tokens == 0), default=1)
+    top = replace(engine, max_num_seqs=max(1, min(engine.max_num_seqs, largest)))
+    return fluid_capacity_rps(top, model, prompt_tokens, output_tokens)
 
 
 def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> PlacementPlan:
@@ -82,7 +97,12 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         r = ratios(p, request.slo, mem)
         return p.stable and meets_slo(*r, "single", request.fit_threshold), r
 
-    count, sp = replica.fewest_replicas(request.slo.bound("rate_rps"), lambda p: judge(p)[0], 1)
+    rate = request.slo.bound("rate_rps")
+    capacity = measured_capacity_rps(
+        engine, steps, model, replica.mean_prompt_tokens, replica.mean_output_tokens
+    )
+    share = rate / capacity
+    count, sp = replica.fewest_replicas(rate, lambda p: judge(p)[0], 1)
     _, (lat, ttft, mem) = judge(sp)
     pred = sp.to_prediction(mem * cache_gib)
     fit = fit_score(max(lat, ttft), mem, "single", 0.0, 1.0)
@@ -96,14 +116,27 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         memory_available_gib=cache_gib,
         miss=max(lat, ttft, mem) if sp.stable else math.inf,
     )
-    if not count:
-        reasons = rejection_reasons(sp, request.slo, lat, ttft, mem, "single", 1, request.fit_threshold)
-        rejected = replace(cand, reason="; ".join(reasons))
-        raise NoFeasiblePlacement(
-            request.slo,
-            (rejected,),
-            "relax the SLO or lower the rate: this machine serves one replica of the local engine.",
-        )
+    too_busy = share > request.max_load_share
+    if not count or too_busy:
+        reasons = []
+        fix = "relax the SLO or lower the rate: this machine serves one replica of the local engine."
+        if not count:
+            reasons = rejection_reasons(sp, request.slo, lat, ttft, mem, "single", 1, request.fit_threshold)
+        if too_busy:
+            reasons.append(
+                f"{rate:g} req/s is {share:.0%} of the local engine's measured capacity ({capacity:.2f} "
+                f"req/s), above max_load_share={request.max_load_share:g}: the engine admits without a "
+                "cap, and on a shared CPU it collapsed from 44–71% of that capacity "
+                "(docs/benchmarks/fidelity.md), which no prediction shows"
+            )
+            fix = (
+                f"lower the rate to at most {request.max_load_share * capacity:.2f} req/s, or raise "
+                "--max-load-share if this machine's engine is known to hold more"
+                + ("; and relax the SLO." if not count else ".")
+            )
+        # too busy alone: no SLO miss to name as the closest (the reason says why)
+        rejected = replace(cand, reason="; ".join(reasons), miss=cand.miss if not count else math.inf)
+        raise NoFeasiblePlacement(request.slo, (rejected,), fix)
     chosen = replace(cand, verdict="chosen", reason="meets the SLO", fit_score=fit)
     notes = (
         f"planned onto this machine ({target.node}, {target.unit}): one replica of the local engine "
@@ -111,7 +144,8 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         f"(fixed {steps.fixed_s * 1e3:.2f} ms per step, fit RMS error {steps.rms_relative_error:.0%}), "
         "so the prediction holds for this device only",
         f"serving model: {request.simulated_requests} simulated requests of {traffic.describe()} "
-        f"at {request.slo.bound('rate_rps'):g} req/s",
+        f"at {rate:g} req/s, {share:.0%} of the engine's measured capacity ({capacity:.2f} req/s; "
+        f"plans stay below {request.max_load_share:.0%} of it)",
     )
     inputs = {"steps": steps.to_json_dict(), "engine": engine.to_json_dict(), "request": asdict(request)}
     plan_id = inputs_id(inputs)

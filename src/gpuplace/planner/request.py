@@ -43,6 +43,9 @@ class PlanRequest:
     # file); the serving model draws its lengths from them
     trace_lengths: tuple[tuple[int, int], ...] = ()
     simulated_requests: int = 2000  # requests per simulation of one replica (docs/serving-model.md)
+    # local plans only: the highest rate, as a share of the local engine's measured fluid capacity, to
+    # plan (transformers serve admits without a cap and collapsed above it: docs/serving-model.md)
+    max_load_share: float = 0.5
 
     def __post_init__(self) -> None:
         self.slo.require(
@@ -59,6 +62,13 @@ class PlanRequest:
             )
         if self.max_tp < 1 or self.max_replicas < 1:
             raise InvalidInput("max_tp/max_replicas", (self.max_tp, self.max_replicas), "must be at least 1")
+        if not 0 < self.max_load_share <= 1:
+            raise InvalidInput(
+                "max_load_share",
+                self.max_load_share,
+                "must be in (0, 1]: a share of the local engine's fluid capacity",
+                "The default is 0.5",
+            )
         if self.simulated_requests < 50:
             raise InvalidInput(
                 "simulated_requests", self.simulated_requests, "must be at least 50", "The default is 2000"
@@ -115,6 +125,7 @@ class PlanRequest:
             task_mix=parse_mix(mix) if mix else DEFAULT_LLM_MIX,
             task_mix_source="given" if mix else "default mix",
             breach_penalty_usd=float(params.get("breach_penalty_usd") or 0.0),
+            max_load_share=float(params.get("max_load_share") or 0.5),
         )
 
 
