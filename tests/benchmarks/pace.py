@@ -195,6 +195,7 @@ def plot_windows(cells: Sequence[dict[str, Any]], path: Path) -> Path | None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     cols = 6
     rows = -(-len(measured) // cols)
@@ -213,6 +214,8 @@ def plot_windows(cells: Sequence[dict[str, Any]], path: Path) -> Path | None:
             ax.plot(x, [min(max(v, 0.4), 5.0) for v in w[key]], style, ms=3, label=label)
         ax.set_yscale("log")
         ax.set_ylim(0.4, 5.0)
+        ax.set_yticks([0.5, 1, 2, 4], ["0.5", "1", "2", "4"])
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{c['model']} {c['mix'].split(' (')[0][:14]} {c['load']:.0%}", fontsize=8)
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=6, loc="upper left")

@@ -1,6 +1,7 @@
 """The local plan (``gpuplace plan --inventory local``) refuses rates above its share of the local
 engine's measured capacity: transformers serve admits without a cap, and on this machine it collapsed
-from 44–71% of that capacity while the simulation predicted nothing of it (docs/benchmarks/fidelity.md).
+from about half of that capacity up while the simulation predicted nothing of it
+(docs/benchmarks/fidelity.md).
 
 The step profile is synthetic (a known line, as a calibration of ``tiny`` on this CPU fits it); the
 planner is the real one."""

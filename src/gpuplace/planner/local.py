@@ -126,7 +126,7 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
             reasons.append(
                 f"{rate:g} req/s is {share:.0%} of the local engine's measured capacity ({capacity:.2f} "
                 f"req/s), above max_load_share={request.max_load_share:g}: the engine admits without a "
-                "cap, and on a shared CPU it collapsed from 44–71% of that capacity "
+                "cap, and on a shared CPU it collapsed from about half of it up "
                 "(docs/benchmarks/fidelity.md), which no prediction shows"
             )
             fix = (
