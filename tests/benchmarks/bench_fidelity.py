@@ -403,25 +403,18 @@ def resimulate_cpu(cpu: dict[str, Any]) -> float:
     return largest
 
 
-_PROGRESS: dict[str, float] = {}  # cells measured, of how many, since when (the run's progress lines)
-
-
 def run_cpu(loads: tuple[float, ...], seconds: float) -> dict[str, Any]:
     import platform
 
-    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuplace-bench-fidelity"
-    # One torch thread in the server: on two shared cores, intra-op threads only contend with the
-    # server's own generation and HTTP threads (and with the load tester).
-    os.environ["OMP_NUM_THREADS"] = "1"
     results: dict[str, Any] = {
         "cells": [],
         "calibrations": {},
         "machine": platform.processor() or platform.machine(),
     }
-    _PROGRESS.update(t0=time.monotonic(), done=0, total=len(CPU_MODELS) * 2 * len(loads))
+    total = len(CPU_MODELS) * 2 * len(loads)
     for name, setup in CPU_MODELS.items():
         try:
-            run_cpu_model(name, setup, loads, seconds, results, workdir)
+            run_cpu_model(name, setup, loads, seconds, results, total)
         except Exception as e:  # a model that cannot be measured is a result too; the others go on
             results.setdefault("errors", {})[name] = f"{type(e).__name__}: {e}"
             print(f"cpu {name}: failed: {e}", flush=True)
@@ -434,111 +427,90 @@ def run_cpu_model(
     loads: tuple[float, ...],
     seconds: float,
     results: dict[str, Any],
-    workdir: Path,
+    total: int,
 ) -> None:
-    from gpuplace.deploy.local import deploy_local, teardown_local
-
-    engine = cell_engine(name)  # the server gets the engine parameters the model simulates
-    record = deploy_local(
-        name,
-        workdir=workdir,
-        device="cpu",
-        name=f"fidelity-{name}",
-        extra_args=tuple(engine.to_transformers_serve_args()),
-    )
-    try:
-        with pace.pace_probe(workdir / f"probe-{name}.csv") as probe:
-            _run_cells(name, setup, loads, seconds, results, record, probe)
-    finally:
-        teardown_local(record)
-
-
-def _run_cells(
-    name: str,
-    setup: dict[str, Any],
-    loads: tuple[float, ...],
-    seconds: float,
-    results: dict[str, Any],
-    record: Any,
-    probe: Path,
-) -> None:
+    """``name``'s cells, on one server (:func:`served`, one torch thread: on two shared cores, intra-op
+    threads only contend with the server's own generation and HTTP threads and with the load tester),
+    with the pace probe beside them; ``total`` cells in the whole run (for the progress lines)."""
     from gpuplace.loadtest.client import EndpointState
     from gpuplace.loadtest.prompts import PromptBuilder, load_tokenizer
     from gpuplace.loadtest.runner import RunOptions, run_load
     from gpuplace.planner.local import measured_capacity_rps
-    from gpuplace.planner.steptime import measured_step_model
 
     cell_config = replace(_cell_calibration(), decode_output_tokens=setup["window"])
-    engine = cell_engine(name)
-    tokenizer = load_tokenizer(name)
-    builder = PromptBuilder(tokenizer, api="completions", seed=3)
-    results["calibrations"][name] = []
-    mixes = cell_mixes(name)
-    # The loads are shares of one capacity per model and length mix, predicted from a first,
-    # longer calibration; each cell is then predicted from a calibration taken right before it.
-    first = calibrate(record, tokenizer, replace(cell_config, repeats=5), name, results["machine"])
-    results["calibrations"][name].append(first.to_json_dict())
-    print(f"cpu {name}: {first.describe()}", flush=True)
-    for mix, lengths in mixes.items():
-        mean_p = statistics.fmean(x for x, _ in lengths)
-        mean_o = statistics.fmean(y for _, y in lengths)
-        # the local plan's capacity: the fluid bound over the decode batches measured
-        capacity = measured_capacity_rps(engine, first, measured_step_model(first), mean_p, mean_o)
-        for load in loads:
-            # Calibrate again right before the cell: other jobs on this machine change its speed
-            # from one minute to the next, so the prediction uses the engine as it runs now.
-            t0 = time.monotonic()
-            calibration_start = pace.now()
-            profile = calibrate(record, tokenizer, cell_config, name, results["machine"])
-            rate = load * capacity
-            n = int(min(len(lengths), max(30, rate * seconds)))
-            specs = cell_specs(lengths, rate, n)
-            predicted, steps_only, as_measured = predict_cell(specs, engine, profile)
-            prompts = [builder.build(s.prompt_tokens) for s in specs]
-            load_before = os.getloadavg()[0]
-            state = EndpointState(record.endpoint, record.served_model_name)
-            load_start = pace.now()
-            run = run_load(state, specs, prompts, RunOptions(show_progress=False))
-            measured = run.report
-            cell = {
-                "model": name,
-                "mix": mix,
-                "load": load,
-                "rate_rps": rate,
-                "capacity_rps": capacity,
-                "requests": n,
-                "mean_prompt": mean_p,
-                "mean_output": mean_o,
-                "load_average": (load_before + os.getloadavg()[0]) / 2,
-                "calibration_s": time.monotonic() - t0,
-                "failed": measured.failed,
-                "measured_rps": measured.request_throughput_rps,
-                "fixed_s": profile.fixed_s,
-                "request_work_s": profile.request_work_s,
-                "per_seq_s": profile.per_seq_s,
-                "fit_rms": profile.rms_relative_error,
-                "per_request": pace.measured_per_request(run.records, n),
-            }
-            _set_predictions(cell, predicted, steps_only, as_measured)
-            rows = pace.probe_rows(probe)
-            baseline = pace.probe_median(rows, calibration_start, load_start)
-            cell["probe_calibration_ms"] = baseline * 1e3
-            cell["windows"]["probe_pace"] = pace.probe_windows(
-                rows, load_start, cell["windows"]["start_s"], baseline
-            )
-            for metric in ("ttft", "tpot"):
-                for q in ("p50", "p99"):
-                    cell[f"meas_{metric}_{q}_s"] = getattr(getattr(measured, metric), q)
-            results["cells"].append(cell)
-            results["calibrations"][name].append(profile.to_json_dict())
-            shown = {k: v for k, v in cell.items() if k != "per_request"}
-            done, total = _PROGRESS["done"] + 1, _PROGRESS["total"]
-            _PROGRESS["done"] = done
-            eta = (time.monotonic() - _PROGRESS["t0"]) / done * (total - done)
-            print(
-                f"[{done}/{total}, eta {eta / 60:.0f} min] cpu {name} {mix} {load:.0%}: " + json.dumps(shown),
-                flush=True,
-            )
+    engine = cell_engine(name)  # the server gets the engine parameters the model simulates
+    started, done_before = time.monotonic(), len(results["cells"])
+    probe_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuplace-bench-fidelity-probe-{name}.csv"
+    with served(name, f"fidelity-{name}") as record, pace.pace_probe(probe_file) as probe:
+        tokenizer = load_tokenizer(name)
+        builder = PromptBuilder(tokenizer, api="completions", seed=3)
+        results["calibrations"][name] = []
+        mixes = cell_mixes(name)
+        # The loads are shares of one capacity per model and length mix, predicted from a first,
+        # longer calibration; each cell is then predicted from a calibration taken right before it.
+        first = calibrate(record, tokenizer, replace(cell_config, repeats=5), name, results["machine"])
+        results["calibrations"][name].append(first.to_json_dict())
+        print(f"cpu {name}: {first.describe()}", flush=True)
+        for mix, lengths in mixes.items():
+            mean_p = statistics.fmean(x for x, _ in lengths)
+            mean_o = statistics.fmean(y for _, y in lengths)
+            # the local plan's capacity: the fluid bound over the decode batches measured
+            capacity = measured_capacity_rps(engine, first, mean_p, mean_o)
+            for load in loads:
+                # Calibrate again right before the cell: other jobs on this machine change its speed
+                # from one minute to the next, so the prediction uses the engine as it runs now.
+                t0 = time.monotonic()
+                calibration_start = pace.now()
+                profile = calibrate(record, tokenizer, cell_config, name, results["machine"])
+                rate = load * capacity
+                n = int(min(len(lengths), max(30, rate * seconds)))
+                specs = cell_specs(lengths, rate, n)
+                predicted, steps_only, as_measured = predict_cell(specs, engine, profile)
+                prompts = [builder.build(s.prompt_tokens) for s in specs]
+                load_before = os.getloadavg()[0]
+                state = EndpointState(record.endpoint, record.served_model_name)
+                load_start = pace.now()
+                run = run_load(state, specs, prompts, RunOptions(show_progress=False))
+                measured = run.report
+                cell = {
+                    "model": name,
+                    "mix": mix,
+                    "load": load,
+                    "rate_rps": rate,
+                    "capacity_rps": capacity,
+                    "requests": n,
+                    "mean_prompt": mean_p,
+                    "mean_output": mean_o,
+                    "load_average": (load_before + os.getloadavg()[0]) / 2,
+                    "calibration_s": time.monotonic() - t0,
+                    "failed": measured.failed,
+                    "measured_rps": measured.request_throughput_rps,
+                    "fixed_s": profile.fixed_s,
+                    "request_work_s": profile.request_work_s,
+                    "per_seq_s": profile.per_seq_s,
+                    "fit_rms": profile.rms_relative_error,
+                    "per_request": pace.measured_per_request(run.records, n),
+                }
+                _set_predictions(cell, predicted, steps_only, as_measured)
+                rows = pace.probe_rows(probe)
+                baseline = pace.probe_median(rows, calibration_start, load_start)
+                cell["probe_calibration_ms"] = baseline * 1e3
+                cell["windows"]["probe_pace"] = pace.probe_windows(
+                    rows, load_start, cell["windows"]["start_s"], baseline
+                )
+                for metric in ("ttft", "tpot"):
+                    for q in ("p50", "p99"):
+                        cell[f"meas_{metric}_{q}_s"] = getattr(getattr(measured, metric), q)
+                results["cells"].append(cell)
+                results["calibrations"][name].append(profile.to_json_dict())
+                shown = {k: v for k, v in cell.items() if k != "per_request"}
+                done = len(results["cells"])
+                eta = (time.monotonic() - started) / (done - done_before) * (total - done)
+                print(
+                    f"[{done}/{total}, eta {eta / 60:.0f} min] cpu {name} {mix} {load:.0%}: "
+                    + json.dumps(shown),
+                    flush=True,
+                )
 
 
 # --- report ---------------------------------------------------------------------------------------

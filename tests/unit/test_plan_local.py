@@ -15,7 +15,6 @@ from gpuplace.errors import InvalidInput
 from gpuplace.planner.engine import transformers_engine_params
 from gpuplace.planner.local import LocalTarget, measured_capacity_rps, plan_local
 from gpuplace.planner.request import PlanRequest
-from gpuplace.planner.steptime import measured_step_model
 from gpuplace.types.engine import EngineStepProfile, EngineStepSample
 from gpuplace.types.plan import NoFeasiblePlacement, Slo
 from gpuplace.types.workload import Traffic
@@ -60,7 +59,7 @@ def _request(rate: float, share: float = 0.5) -> PlanRequest:
 
 
 def _capacity(target: LocalTarget) -> float:
-    return measured_capacity_rps(target.engine, target.steps, measured_step_model(target.steps), 128, 32)
+    return measured_capacity_rps(target.engine, target.steps, 128, 32)
 
 
 def test_the_capacity_is_bounded_by_the_largest_measured_batch() -> None:
@@ -98,3 +97,16 @@ def test_a_rate_above_the_share_is_refused_naming_the_share_and_the_highest_rate
 def test_a_share_outside_0_1_is_refused_naming_the_field(share: float) -> None:
     with pytest.raises(InvalidInput, match="max_load_share"):
         _request(1.0, share=share)
+
+
+def test_the_edges_spelling_refuses_a_share_of_0_and_defaults_only_when_absent() -> None:
+    """``--max-load-share 0`` is bad input, not "unset"."""
+    from gpuplace.catalog import load_gpu_catalog
+
+    params = {"model": "tiny", "slo_ttft_ms": 2000, "slo_tpot_ms": 50, "rate": 1.0}
+    catalog = load_gpu_catalog()
+    assert PlanRequest.from_params(params, catalog).max_load_share == 0.5
+    assert PlanRequest.from_params({**params, "max_load_share": None}, catalog).max_load_share == 0.5
+    assert PlanRequest.from_params({**params, "max_load_share": 0.8}, catalog).max_load_share == 0.8
+    with pytest.raises(InvalidInput, match="max_load_share"):
+        PlanRequest.from_params({**params, "max_load_share": 0}, catalog)

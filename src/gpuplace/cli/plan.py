@@ -89,9 +89,9 @@ class PlanCommand(Command):
         choice.add_argument(
             "--max-load-share",
             type=float,
-            default=0.5,
+            default=None,
             help="--inventory local: plan at most this share of the local engine's measured capacity "
-            "(it admits without a cap and collapsed above it; docs/serving-model.md)",
+            "(default 0.5; it admits without a cap and collapsed above it; docs/placement.md)",
         )
         choice.add_argument(
             "--task-mix",

@@ -22,7 +22,7 @@ from gpuplace.planner.placement import fit_score
 from gpuplace.planner.replica import ReplicaModel, fluid_capacity_rps
 from gpuplace.planner.request import PlanRequest
 from gpuplace.planner.shapes import inputs_id, slug
-from gpuplace.planner.steptime import StepTimeModel, kv_bytes_per_token_per_gpu, measured_step_model
+from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, measured_step_model
 from gpuplace.types import ModelArch
 from gpuplace.types.engine import EngineParams, EngineStepProfile, ServingPrediction
 from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan
@@ -43,18 +43,15 @@ class LocalTarget:
 
 
 def measured_capacity_rps(
-    engine: EngineParams,
-    steps: EngineStepProfile,
-    model: StepTimeModel,
-    prompt_tokens: float,
-    output_tokens: float,
+    engine: EngineParams, steps: EngineStepProfile, prompt_tokens: float, output_tokens: float
 ) -> float:
-    """The local engine's fluid capacity (:func:`~gpuplace.planner.replica.fluid_capacity_rps`) over
-    the decode batches its calibration measured: beyond the largest, the engine's steps grow faster than
-    the fitted line (docs/benchmarks/big_batches.md), so the line is not extrapolated there."""
+    """The local engine's fluid capacity (:func:`~gpuplace.planner.replica.fluid_capacity_rps`) with its
+    measured step model, over the decode batches its calibration measured: beyond the largest, the
+    engine's steps grow faster than the fitted line (docs/benchmarks/big_batches.md), so the line is not
+    extrapolated there."""
     largest = max((s.decode_seqs for s in steps.samples if s.prefill_tokens == 0), default=1)
     top = replace(engine, max_num_seqs=max(1, min(engine.max_num_seqs, largest)))
-    return fluid_capacity_rps(top, model, prompt_tokens, output_tokens)
+    return fluid_capacity_rps(top, measured_step_model(steps), prompt_tokens, output_tokens)
 
 
 def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> PlacementPlan:
@@ -98,9 +95,7 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         return p.stable and meets_slo(*r, "single", request.fit_threshold), r
 
     rate = request.slo.bound("rate_rps")
-    capacity = measured_capacity_rps(
-        engine, steps, model, replica.mean_prompt_tokens, replica.mean_output_tokens
-    )
+    capacity = measured_capacity_rps(engine, steps, replica.mean_prompt_tokens, replica.mean_output_tokens)
     share = rate / capacity
     count, sp = replica.fewest_replicas(rate, lambda p: judge(p)[0], 1)
     _, (lat, ttft, mem) = judge(sp)

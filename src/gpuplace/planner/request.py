@@ -18,6 +18,9 @@ from gpuplace.types.workload import Traffic
 
 KINDS: tuple[str, ...] = ("whole", "mig", "shared")
 DEFAULT_TOLERATED: tuple[str, ...] = ("nvidia.com/gpu",)
+# local plans: the highest rate, as a share of the local engine's measured fluid capacity, to plan
+# (transformers serve admits without a cap and collapsed above it: docs/placement.md "Headroom")
+DEFAULT_MAX_LOAD_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +46,7 @@ class PlanRequest:
     # file); the serving model draws its lengths from them
     trace_lengths: tuple[tuple[int, int], ...] = ()
     simulated_requests: int = 2000  # requests per simulation of one replica (docs/serving-model.md)
-    # local plans only: the highest rate, as a share of the local engine's measured fluid capacity, to
-    # plan (transformers serve admits without a cap and collapsed above it: docs/serving-model.md)
-    max_load_share: float = 0.5
+    max_load_share: float = DEFAULT_MAX_LOAD_SHARE  # local plans only
 
     def __post_init__(self) -> None:
         self.slo.require(
@@ -67,7 +68,7 @@ class PlanRequest:
                 "max_load_share",
                 self.max_load_share,
                 "must be in (0, 1]: a share of the local engine's fluid capacity",
-                "The default is 0.5",
+                f"The default is {DEFAULT_MAX_LOAD_SHARE}",
             )
         if self.simulated_requests < 50:
             raise InvalidInput(
@@ -125,7 +126,9 @@ class PlanRequest:
             task_mix=parse_mix(mix) if mix else DEFAULT_LLM_MIX,
             task_mix_source="given" if mix else "default mix",
             breach_penalty_usd=float(params.get("breach_penalty_usd") or 0.0),
-            max_load_share=float(params.get("max_load_share") or 0.5),
+            max_load_share=float(
+                DEFAULT_MAX_LOAD_SHARE if params.get("max_load_share") is None else params["max_load_share"]
+            ),
         )
 
 
