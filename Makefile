@@ -7,8 +7,13 @@ STAMP := $(VENV)/.installed
 PIP_FLAGS ?= --disable-pip-version-check
 LOCK := constraints.txt
 PYTEST_ARGS ?=
+# mypy's cache lives outside the clone, so a fresh clone's typecheck reuses what an earlier clone checked
+# (mypy re-hashes each file whose path or mtime differs and re-checks only what changed; docs/development.md)
+export MYPY_CACHE_DIR ?= $(HOME)/.cache/gpuplace/mypy
 
-.PHONY: venv run test lint typecheck unit bench gpu-check closed-loop clean compile k8s-bins checkov lock
+.PHONY: docs-test docs-test-testenv docs-test-slow
+.PHONY: venv run test lint typecheck unit bench gpu-check closed-loop clean compile k8s-bins node-deps images test-images checkov lock vllm-referee referee \
+	chromium kfp-markdown screenshots
 
 $(STAMP): pyproject.toml setup.py $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,18 +29,64 @@ run: $(STAMP)
 
 ## make test: lint, format check, type check, then every test (control-plane tests and the closed-loop fidelity
 ## test included; GPU tests need CUDA)
-test: $(STAMP) lint typecheck k8s-bins checkov
-	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+## PYTEST_WORKERS=2: two pytest-xdist workers, conftest.py grouping the tests into units a worker takes whole (the
+## docs, the real node, the timing measurements, each module), longest first; 0 (the default until a full run has
+## passed with 2): one process, as before (docs/development.md, "How make test runs")
+PYTEST_WORKERS ?= 0
+test: $(STAMP) lint typecheck k8s-bins node-deps test-images checkov chromium kfp-markdown
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		-m "not gpu and not docs_testenv and not docs_slow" $(PYTEST_ARGS)
+
+## make docs-test: the docs test alone (every bash block of README.md and docs/*.md without a marker, run as
+## written from a scratch directory; make test runs it too). docs-test-testenv adds the blocks marked testenv
+## (a real local control plane), docs-test-slow those marked slow; neither is in make test (tests/docs/)
+docs-test: $(STAMP)
+	$(BIN)/python -m pytest -s -m docs tests/docs $(PYTEST_ARGS)
+docs-test-testenv: $(STAMP) k8s-bins
+	$(BIN)/python -m pytest -s -m docs_testenv tests/docs $(PYTEST_ARGS)
+docs-test-slow: $(STAMP)
+	$(BIN)/python -m pytest -s -m docs_slow tests/docs $(PYTEST_ARGS)
 
 ## make closed-loop: the local plan's p50 prediction against a load test of the same engine, alone, its figures
 ## printed (issue 11; make test runs it too)
 closed-loop: $(STAMP)
 	$(BIN)/python -m pytest -s -m closed_loop tests/integration/test_closed_loop_local.py $(PYTEST_ARGS)
 
+## make chromium: Debian's chromium for the browser tests (apt-get install when missing; docs/tracking.md#browser-tests)
+chromium:
+	bash tests/browser/chromium.sh
+
+## make kfp-markdown: the KFP UI's Markdown renderer (markdown-to-jsx under React 16, npm, pinned) for the
+## browser test of the Kubeflow outputs, into ~/.cache/gpuplace/kfp-markdown (docs/tracking.md#browser-tests)
+kfp-markdown:
+	bash tests/browser/kfp_markdown.sh
+
+## make screenshots: rerun the browser tests, keeping their screenshots in docs/images (the README shows them)
+screenshots: $(STAMP) chromium kfp-markdown
+	GPUPLACE_SCREENSHOTS=$(CURDIR)/docs/images $(BIN)/python -m pytest -m browser tests/integration/test_browser_mlflow.py \
+		tests/integration/test_browser_kfp_outputs.py $(PYTEST_ARGS)
+
 ## make k8s-bins: build (or reuse) etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and
-## KWOK from Go modules into ~/.cache/gpuplace/k8s/<version>/ (docs/testenv.md); the control-plane tests need them
+## KWOK from Go modules into ~/.cache/gpuplace/k8s/<version>/ (docs/testenv.md); the control-plane tests need them.
+## Then the real node's kubelet and sandbox process (build.sh node, its own stamp).
 k8s-bins:
 	bash src/gpuplace/testenv/build.sh
+	bash src/gpuplace/testenv/build.sh node
+
+## make node-deps: containerd, runc, the CNI plugins and iptables from Debian's packages when missing (the real
+## testenv node, gpuplace testenv up --real-node; needs root)
+node-deps:
+	bash src/gpuplace/testenv/node_deps.sh
+
+## make test-images: the images make test runs containers from: components (no torch) and cpu (torch: profiling,
+## the local engine in the serving pods). The CUDA and vLLM images cannot run without a GPU: make images builds them
+test-images:
+	IMAGES="components cpu" bash images/build.sh
+
+## make images: build the images in images/ with buildah on a local Debian base (images/build.sh; docs/testenv.md);
+## IMAGES="components" for one. Cached: a second run with no change is quick.
+images:
+	bash images/build.sh
 
 ## make checkov: checkov in its own venv (.venv-checkov), apart from the pinned dependencies of .venv
 CHECKOV := .venv-checkov/bin/checkov
@@ -43,6 +94,16 @@ checkov: $(CHECKOV)
 $(CHECKOV):
 	$(PYTHON) -m venv .venv-checkov
 	.venv-checkov/bin/pip install $(PIP_FLAGS) -q 'checkov==3.3.30'
+
+## make vllm-referee: vLLM (docs/development.md) in its own venv under ~/.cache/gpuplace, apart from .venv; the
+## referee tests and benchmarks call the same script
+vllm-referee:
+	bash tests/referee/vllm_venv.sh
+
+## make referee: the tests that hold gpuplace against vLLM's own code (its V1 scheduler, step by step) in that venv,
+## created on first use; make test runs them too (docs/development.md)
+referee: $(STAMP)
+	$(BIN)/python -m pytest -m referee $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests components pipelines conftest.py setup.py

@@ -13,6 +13,8 @@ except PackageNotFoundError:  # compiling from a source tree without an install
 
 REGISTRY = "ghcr.io/gpuplace"
 CPU_IMAGE = f"{REGISTRY}/gpuplace-cpu:{_VERSION}"
+# Without torch: the components that never import it (images/Dockerfile.components).
+COMPONENTS_IMAGE = f"{REGISTRY}/gpuplace-components:{_VERSION}"
 CUDA_IMAGE = f"{REGISTRY}/gpuplace-cuda:{_VERSION}"
 # vLLM's OpenAI server image with gpuplace added: the Kubeflow path's serving task runs in it, and the
 # orchestration_comparison pipeline plans the native path's pods in it too, so both paths run one image.

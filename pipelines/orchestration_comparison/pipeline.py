@@ -9,15 +9,20 @@ Shared steps: profile → inventory → plan. Then
   type and count (``set_accelerator_type`` / ``set_accelerator_limit``, the count a string output) — the
   planner's answer reaches KFP without recompiling; the pod's node comes back through the downward API;
 and ``compare_paths`` scores both (and logs them to MLflow), refusing a verdict when the two paths ran
-different serving specs. The plan is made with the serving image (``SERVING_IMAGE``) so both paths run one
-image. The native deployment is torn down in an exit handler, by run id. In local runs (``gpuplace run
---compare``) both paths use the local engine (``kubeflow_backend=local``); against a gpuplace testenv the
-Kubeflow task's pod is created as KFP's driver would (``kubeflow_backend=testenv``); the report says so.
+different serving specs. With ``repeats`` > 1 both paths run that many times, one run after the other
+(a ``dsl.ParallelFor`` with parallelism 1 over ``repeat_runs``; the native deployment is torn down after
+each of its load tests), and ``compare_paths`` collects every run (``dsl.Collected``): it pools them and
+its bootstrap resamples the runs as well as their requests. The plan is made with the serving image
+(``SERVING_IMAGE``) so both paths run one image. The native deployment is also torn down in an exit
+handler, by run id. In local runs (``gpuplace run --compare``) both paths use the local engine
+(``kubeflow_backend=local``); against a gpuplace testenv the Kubeflow task's pod is created as KFP's
+driver would (``kubeflow_backend=testenv``); the report says so.
 """
 
 from kfp import dsl, kubernetes
 
 from gpuplace.components.benchmarking.load_test import load_test
+from gpuplace.components.benchmarking.repeat_runs import repeat_runs
 from gpuplace.components.benchmarking.serve_and_load_test import serve_and_load_test
 from gpuplace.components.images import SERVING_IMAGE
 from gpuplace.components.reporting.compare_paths import compare_paths
@@ -52,6 +57,7 @@ def pipeline(
     traffic_prompt_tokens: str = "512",
     traffic_output_tokens: str = "128",
     loadtest_max_requests: int = 200,
+    repeats: int = 1,
     measure_engine_steps: bool = False,
     weights: str = "",
     penalty_usd_per_breach: float = 0.0,
@@ -91,6 +97,8 @@ def pipeline(
         traffic_prompt_tokens: Prompt length of the traffic the plan is made for and both load tests send.
         traffic_output_tokens: Output length of that traffic.
         loadtest_max_requests: Requests each load test sends (Poisson arrivals at `rate`).
+        repeats: How many times each path is deployed and load-tested (1–20), one run after the other;
+            the verdict's interval then counts the run-to-run variation too.
         measure_engine_steps: Also measure the local serving engine's step time in the profile task
             (needed for inventory local).
         weights: Criterion weights summing to 1, e.g. "tpot_p99=0.7,cost=0.3"; empty = defaults.
@@ -127,24 +135,6 @@ def pipeline(
         rate=rate,
         max_requests=loadtest_max_requests,
     )
-    # Kubeflow path: KFP places this task's pod from the plan's outputs, at run time.
-    kubeflow = serve_and_load_test(
-        **workload,
-        backend=kubeflow_backend,
-        kubeconfig=kubeconfig,
-        namespace=namespace,
-        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        allow_misplacement=allow_misplacement,
-        startup_timeout_s=rollout_timeout_s,
-    ).set_display_name("kubeflow path: serve + load test")
-    kubernetes.add_node_affinity_json(kubeflow, plan.outputs["node_affinity"])
-    kubernetes.add_toleration_json(kubeflow, plan.outputs["tolerations"])
-    kubernetes.add_node_selector_json(kubeflow, plan.outputs["node_selector"])
-    kubeflow.set_accelerator_type(plan.outputs["accelerator_type"])
-    kubeflow.set_accelerator_limit(plan.outputs["accelerator_count"])
-    kubernetes.use_field_path_as_env(kubeflow, "NODE_NAME", "spec.nodeName")
-    kubernetes.use_field_path_as_env(kubeflow, "POD_NAMESPACE", "metadata.namespace")
-
     teardown = teardown_inference(
         target=native_target,
         namespace=namespace,
@@ -152,27 +142,62 @@ def pipeline(
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     ).set_display_name("teardown native")
     with dsl.ExitHandler(teardown, name="native path and comparison"):
-        native = deploy_inference(
-            plan=plan.outputs["plan"],
-            target=native_target,
-            namespace=namespace,
-            kubeconfig=kubeconfig,
-            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            timeout_s=rollout_timeout_s,
-            runtime=serving_runtime,
-            gpu_api=gpu_api,
-            allow_misplacement=allow_misplacement,
-            path="native",
-        ).set_display_name("native path: deploy")
-        native.after(kubeflow)  # one path at a time, so they do not compete for the same GPUs or CPUs
-        native_lt = load_test(deployment=native.outputs["deployment"], **workload).set_display_name(
-            "native path: load test"
-        )
+        runs = repeat_runs(repeats=repeats).set_display_name("repeated runs")
+        # one run at a time, so the paths never compete for the same GPUs or CPUs
+        with dsl.ParallelFor(runs.output, parallelism=1, name="run"):
+            # Kubeflow path: KFP places this task's pod from the plan's outputs, at run time.
+            kubeflow = serve_and_load_test(
+                **workload,
+                backend=kubeflow_backend,
+                kubeconfig=kubeconfig,
+                namespace=namespace,
+                run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                allow_misplacement=allow_misplacement,
+                startup_timeout_s=rollout_timeout_s,
+            ).set_display_name("kubeflow path: serve + load test")
+            kubeflow.after(runs)  # kfp 2.17 does not make the loop wait for the task its items come from
+            kubernetes.add_node_affinity_json(kubeflow, plan.outputs["node_affinity"])
+            kubernetes.add_toleration_json(kubeflow, plan.outputs["tolerations"])
+            kubernetes.add_node_selector_json(kubeflow, plan.outputs["node_selector"])
+            kubeflow.set_accelerator_type(plan.outputs["accelerator_type"])
+            kubeflow.set_accelerator_limit(plan.outputs["accelerator_count"])
+            # kfp 2.17's compiler keeps the accelerator's channels out of the task's inputs, so a loop
+            # does not pass them in ("component_input_parameter ... not found"): name them as inputs
+            kubeflow._channel_inputs += [plan.outputs["accelerator_type"], plan.outputs["accelerator_count"]]
+            kubernetes.use_field_path_as_env(kubeflow, "NODE_NAME", "spec.nodeName")
+            kubernetes.use_field_path_as_env(kubeflow, "POD_NAMESPACE", "metadata.namespace")
+            native = deploy_inference(
+                plan=plan.outputs["plan"],
+                target=native_target,
+                namespace=namespace,
+                kubeconfig=kubeconfig,
+                run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                timeout_s=rollout_timeout_s,
+                runtime=serving_runtime,
+                gpu_api=gpu_api,
+                allow_misplacement=allow_misplacement,
+                path="native",
+            ).set_display_name("native path: deploy")
+            native.after(kubeflow)
+            native_lt = load_test(deployment=native.outputs["deployment"], **workload).set_display_name(
+                "native path: load test"
+            )
+            # the next run deploys afresh (its provisioning measured again); the exit handler still
+            # tears down, by run id, what a failed run left
+            teardown_inference(
+                plan=plan.outputs["plan"],
+                deployment=native.outputs["deployment"],
+                target=native_target,
+                namespace=namespace,
+                kubeconfig=kubeconfig,
+            ).set_display_name("native path: teardown").after(native_lt)
         compare_paths(
-            native_deployment=native.outputs["deployment"],
-            native_loadtest=native_lt.outputs["report"],
-            kubeflow_deployment=kubeflow.outputs["deployment"],
-            kubeflow_loadtest=kubeflow.outputs["report"],
+            native_deployment=dsl.Collected(native.outputs["deployment"]),
+            native_loadtest=dsl.Collected(native_lt.outputs["report"]),
+            kubeflow_deployment=dsl.Collected(kubeflow.outputs["deployment"]),
+            kubeflow_loadtest=dsl.Collected(kubeflow.outputs["report"]),
+            native_records=dsl.Collected(native_lt.outputs["records"]),
+            kubeflow_records=dsl.Collected(kubeflow.outputs["records"]),
             plan=plan.outputs["plan"],
             inventory=inventory,
             weights=weights,

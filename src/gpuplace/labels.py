@@ -30,8 +30,10 @@ MIG_STRATEGY = "nvidia.com/mig.strategy"
 REPLICAS = "nvidia.com/gpu.replicas"  # time-slicing replicas per GPU (GFD)
 ZONE = "topology.kubernetes.io/zone"
 RACK = "gpuplace.io/rack"
+NVLINK_CLIQUE = "nvidia.com/gpu.clique"  # GFD: the multi-node NVLink domain of a GB200-class node
 HOSTNAME = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TAINT_KEY = "nvidia.com/gpu"  # the GPU operator taints GPU nodes nvidia.com/gpu=present:NoSchedule
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 # gpuplace's own labels: every object a plan creates carries the first three; the run id ties objects to
@@ -84,6 +86,12 @@ def gfd_labels(node: Node) -> dict[str, str]:
         labels[f"nvidia.com/mig-{profile}.count"] = str(n)
         labels[f"nvidia.com/mig-{profile}.memory"] = _mib(memory)
     return labels
+
+
+def mig_profile_of(resource: str) -> str:
+    """The MIG profile of a device-plugin resource name (``nvidia.com/mig-3g.40gb`` → ``3g.40gb``); ""
+    for a whole-GPU resource."""
+    return resource.removeprefix(MIG_RESOURCE_PREFIX) if resource.startswith(MIG_RESOURCE_PREFIX) else ""
 
 
 def resource_of(node: Node, device: GpuDevice) -> str:

@@ -4,12 +4,14 @@ Layout (docs/placement.md#the-plan-directory)::
 
     <dir>/plan.json            the PlacementPlan: model, SLO, traffic, prediction, serving spec, placements
     <dir>/manifests/*.yaml     applied in file-name order (multi-document YAML, no Namespace objects)
-    <dir>/alternatives/*.yaml  DRA and KServe renderings of the same plan, not applied by default
+    <dir>/alternatives/*.yaml  the plan's other forms, one file each (``<form>.yaml``: DRA, KServe,
+                               LLMInferenceService, llm-d, Kueue, LeaderWorkerSet), not applied by default
     <dir>/kfp/*.json           kfp-kubernetes placement JSON (also inside plan.json under "kfp")
     <dir>/candidates.md        every shape considered, with its verdict
 
 Every step that needs the plan (deploy, load test, comparison, tracking, the main job) calls
-:func:`read_plan_dir` and gets one typed :class:`PlanDir`; nothing else opens ``plan.json``. A plan is
+:func:`read_plan_dir` once, in :mod:`gpuplace.steps`, and passes the typed :class:`PlanDir` on; nothing
+else opens ``plan.json``. A plan is
 given as its directory or as the ``plan.json`` inside it (the one place that rule is coded). Everything
 is checked here, before any step acts, so a bad plan fails naming the file and field, and nothing is
 half-applied. ``plan.json`` is written last and atomically: a directory without it is not a plan.
@@ -35,6 +37,7 @@ MANIFESTS_DIR = "manifests"
 ALTERNATIVES_DIR = "alternatives"
 KFP_DIR = "kfp"
 CANDIDATES_FILE = "candidates.md"
+MANIFESTS_FORM = "manifests"  # the form written to manifests/; every other form is alternatives/<form>.yaml
 WORKLOAD_KINDS = frozenset({"Deployment"})  # kinds whose pods a deploy waits for and records
 _REGENERATE = "Regenerate it with `gpuplace plan --out DIR` and pass DIR"
 
@@ -49,6 +52,26 @@ class PlanDir:
     plan: PlacementPlan
     manifests: tuple[Mapping[str, Any], ...]
     kfp: Mapping[str, Any]
+    forms: tuple[str, ...] = ()  # the forms ``gpuplace plan --emit`` wrote ("" for plans before --emit)
+
+    def alternative(self, form: str) -> tuple[Mapping[str, Any], ...]:
+        """The objects of form ``form`` (``alternatives/<form>.yaml``), checked like the manifests."""
+        path = self.path / ALTERNATIVES_DIR / f"{form}.yaml"
+        if not path.is_file():
+            raise InvalidInput(
+                "form", form, f"was not emitted ({path} missing)", f"Re-plan with --emit {form}"
+            )
+        return _load_file(path)
+
+    @property
+    def plan_file(self) -> Path:
+        """The ``plan.json`` file (to keep as an artifact: read the plan from :attr:`plan`)."""
+        return self.path / PLAN_FILE
+
+    @property
+    def manifests_dir(self) -> Path:
+        """The ``manifests/`` folder (to keep as artifacts: read them from :attr:`manifests`)."""
+        return self.path / MANIFESTS_DIR
 
     @property
     def serving(self) -> ServingSpec:
@@ -72,6 +95,7 @@ def write_plan_dir(
     alternatives: Manifests,
     kfp: Mapping[str, Any],
     candidates_md: str,
+    forms: Sequence[str] = (),
 ) -> PlanDir:
     """Write the plan directory; ``plan.json`` last, by atomic rename, so a reader never sees half."""
     if plan.serving is None:
@@ -80,9 +104,10 @@ def write_plan_dir(
     root.mkdir(parents=True, exist_ok=True)
     for sub, files in ((MANIFESTS_DIR, manifests), (ALTERNATIVES_DIR, alternatives)):
         folder = root / sub
-        folder.mkdir(exist_ok=True)
         for stale in folder.glob("*.yaml"):
             stale.unlink()
+        if files:
+            folder.mkdir(exist_ok=True)
         for name, objects in files.items():
             (folder / name).write_text(to_yaml(objects))
     (root / KFP_DIR).mkdir(exist_ok=True)
@@ -90,11 +115,13 @@ def write_plan_dir(
         (root / KFP_DIR / f"{key}.json").write_text(json.dumps(value, indent=2) + "\n")
     (root / CANDIDATES_FILE).write_text(candidates_md)
     data = plan.to_json_dict() | {"kfp": dict(kfp)}
+    if forms:
+        data["emit"] = list(forms)
     tmp = root / (PLAN_FILE + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
     os.replace(tmp, root / PLAN_FILE)
     ordered = tuple(o for name in sorted(manifests) for o in manifests[name])
-    return PlanDir(root, plan, ordered, dict(kfp))
+    return PlanDir(root, plan, ordered, dict(kfp), tuple(forms))
 
 
 def plan_root(path: str | Path, field: str = "plan") -> Path:
@@ -135,10 +162,16 @@ def read_plan_dir(path: str | Path, *, field: str = "plan") -> PlanDir:
     kfp = data.get("kfp") or {}
     if not isinstance(kfp, Mapping):
         raise InvalidInput(f"{plan_file}:kfp", kfp, "must be an object", _REGENERATE)
-    # A plan of this machine (engine "transformers": the local target starts a process) has no manifests.
-    local = plan.serving.engine == "transformers"
-    manifests = () if local else load_manifests(root / MANIFESTS_DIR)
-    return PlanDir(root, plan, manifests, dict(kfp))
+    forms = data.get("emit") or []
+    if not isinstance(forms, list) or not all(isinstance(f, str) for f in forms):
+        raise InvalidInput(f"{plan_file}:emit", forms, "must be a list of form names", _REGENERATE)
+    # A plan of this machine (engine "transformers": the local target starts a process) has manifests only
+    # for a cluster node named like this machine (the testenv's real node), and plans written before had
+    # none; a plan emitted without the manifests form has none (its deploy refuses it, naming --emit).
+    local = plan.is_local and not any((root / MANIFESTS_DIR).glob("*.yaml"))
+    skipped = bool(forms) and MANIFESTS_FORM not in forms
+    manifests = () if local or skipped else load_manifests(root / MANIFESTS_DIR)
+    return PlanDir(root, plan, manifests, dict(kfp), tuple(forms))
 
 
 def load_manifests(directory: Path) -> tuple[Mapping[str, Any], ...]:
@@ -146,15 +179,17 @@ def load_manifests(directory: Path) -> tuple[Mapping[str, Any], ...]:
     files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
     if not files:
         raise InvalidInput(MANIFESTS_DIR, str(directory), "no *.yaml files", _REGENERATE)
-    docs: list[Mapping[str, Any]] = []
-    for f in files:
-        try:
-            loaded = list(yaml.safe_load_all(f.read_text()))
-        except yaml.YAMLError as e:
-            raise InvalidInput(str(f), f.name, f"not valid YAML ({e})", _REGENERATE) from e
-        for i, doc in enumerate(d for d in loaded if d is not None):
-            docs.append(_check_manifest(doc, f"{f.name}[{i}]"))
-    return tuple(docs)
+    return tuple(doc for f in files for doc in _load_file(f))
+
+
+def _load_file(f: Path) -> tuple[Mapping[str, Any], ...]:
+    try:
+        loaded = list(yaml.safe_load_all(f.read_text()))
+    except yaml.YAMLError as e:
+        raise InvalidInput(str(f), f.name, f"not valid YAML ({e})", _REGENERATE) from e
+    return tuple(
+        _check_manifest(doc, f"{f.name}[{i}]") for i, doc in enumerate(d for d in loaded if d is not None)
+    )
 
 
 def _check_manifest(doc: object, where: str) -> Mapping[str, Any]:

@@ -20,3 +20,8 @@ def ms(seconds: float | None, digits: int = 1, missing: str = "-") -> str:
 def to_ms(seconds: float) -> float:
     """Seconds as a number of milliseconds, for metrics that dashboards show in ms."""
     return seconds * 1000
+
+
+def seconds(milliseconds: float) -> float:
+    """Milliseconds, as an edge spells them (a flag, a component parameter, a device timer), as seconds."""
+    return milliseconds / 1000

@@ -18,8 +18,15 @@ GPU-hours per 1,000 requests of each path (docs/comparison.md#metrics). A last r
 plan's *one* ResourceClaimTemplate (``alternatives/dra.yaml``) and reads back which devices kube-scheduler's
 DRA allocator picked on its own — how often that is the planner's choice.
 
+Then, on a testenv with the real node (``--real-node``: containerd + runc + kubelet, root, the CPU serving
+image ``IMAGES=cpu make images`` built), the plan for this machine on both paths from real containers
+(``gpuplace.deploy.deploy`` and the Kubeflow path's task pod, each running ``transformers serve`` of
+``tiny`` built in the container), ``--real-node-runs`` times each, with provisioning split into
+scheduling, image, container start and server start (:class:`~gpuplace.types.PodRecord`).
+
 Run: ``.venv/bin/python tests/benchmarks/bench_comparison.py`` (needs ``make k8s-bins``; about 15 min on
-2 cores). ``--runs N`` (default 5), ``--quick`` = 2 runs and one fleet.
+2 cores, plus about 10 min for the real node). ``--runs N`` (default 5), ``--quick`` = 2 runs and one fleet;
+``--real-node-only`` runs the real-node part alone and keeps the KWOK cases of the last ``comparison.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,7 +47,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from gpuplace.catalog import load_gpu_catalog  # noqa: E402
-from gpuplace.compare.inputs import default_fragmentation  # noqa: E402
+from gpuplace.compare.fragmentation import default_fragmentation  # noqa: E402
 from gpuplace.compare.metrics import PathResult, path_metrics  # noqa: E402
 from gpuplace.components.images import SERVING_IMAGE  # noqa: E402
 from gpuplace.deploy.local import teardown_local  # noqa: E402
@@ -51,14 +59,14 @@ from gpuplace.k8s.dra import read_placements  # noqa: E402
 from gpuplace.k8s.kfp_task import delete_task_pod, run_task_pod  # noqa: E402
 from gpuplace.k8s.provisioning import PodTimer  # noqa: E402
 from gpuplace.k8s.retry import Deadline  # noqa: E402
-from gpuplace.loadtest.config import LoadTestConfig  # noqa: E402
 from gpuplace.loadtest.run import run_loadtest_step  # noqa: E402
 from gpuplace.manifests import ServingOptions  # noqa: E402
 from gpuplace.plandir import ALTERNATIVES_DIR, PlanDir, load_manifests  # noqa: E402
-from gpuplace.planner import PlanRequest  # noqa: E402
-from gpuplace.planner.step import run_plan_step  # noqa: E402
 from gpuplace.profiling import ProfileConfig, run_profile  # noqa: E402
 from gpuplace.profiling.io import save_profile  # noqa: E402
+from gpuplace.steps.load_test import load_test_config  # noqa: E402
+from gpuplace.steps.plan import run_plan_step  # noqa: E402
+from gpuplace.steps.plan_params import plan_request  # noqa: E402
 from gpuplace.testenv import binaries, up  # noqa: E402
 from gpuplace.types import DeploymentRecord, Distribution  # noqa: E402
 
@@ -92,7 +100,7 @@ def plan_for(fleet: str, kinds: str, profile_path: Path, out: Path) -> PlanDir:
         "kinds": kinds,
     }
     result = run_plan_step(
-        PlanRequest.from_params(params, catalog),
+        plan_request(params, catalog),
         profile=profile_path,
         inventory=fleet,
         out=out,
@@ -103,8 +111,8 @@ def plan_for(fleet: str, kinds: str, profile_path: Path, out: Path) -> PlanDir:
 
 
 def load_test(record: DeploymentRecord, planned: PlanDir, out: Path) -> Any:
-    config = LoadTestConfig.from_params(
-        {**LOAD, "endpoint": "", "tokenizer": "tiny"}, deployment=record, plan=planned.path
+    config = load_test_config(
+        {**LOAD, "endpoint": "", "tokenizer": "tiny"}, deployment=record, plan=planned.plan
     )
     return run_loadtest_step(config, out, show_progress=False)
 
@@ -208,8 +216,8 @@ def summarise(path: str, runs: list[dict[str, Any]], planned: PlanDir, fleet_nam
         "fragmentation_gpus": _median_or_nan([m.fragmentation_gpus for m in metrics]),
         "gpu_hours_per_1k": statistics.median(m.gpu_hours_per_1k_requests for m in metrics),
         "cost_usd_per_month": metrics[0].cost_usd_per_month,
-        "ttft_p99_ms": statistics.median(m.ttft_p99_s for m in metrics) * 1000,
-        "tpot_p99_ms": statistics.median(m.tpot_p99_s for m in metrics) * 1000,
+        "ttft_p99_ms": statistics.median(m.ttft.p99 for m in metrics) * 1000,
+        "tpot_p99_ms": statistics.median(m.tpot.p99 for m in metrics) * 1000,
         "completed": sum(m.completed for m in metrics),
         "failed": sum(m.failed for m in metrics),
         "served_on": first.served_on,
@@ -267,10 +275,106 @@ def run_case(fleet: str, label: str, kinds: str, runs: int, profile_path: Path, 
     }
 
 
+STAGES = ("scheduling_s", "image_s", "container_start_s", "server_start_s")
+
+
+def real_node_unavailable() -> str:
+    """Why the real-node part cannot run here ("" when it can)."""
+    from gpuplace.testenv.realnode import built_image_archives, host_tools_missing
+
+    if os.geteuid() != 0:
+        return "not root (the real node needs containerd, runc and a CNI bridge)"
+    if host_tools_missing():
+        return f"missing {', '.join(host_tools_missing())} (make node-deps)"
+    if not any("/gpuplace-cpu:" in t for t in built_image_archives()):
+        return "the CPU serving image is not built (IMAGES=cpu make images)"
+    return ""
+
+
+def real_node_run(path: str, kubeconfig: str, planned: PlanDir, work: Path) -> dict[str, Any]:
+    from gpuplace.deploy import deploy, teardown
+    from gpuplace.steps.serve_and_load_test import compiled_package, serve_and_load_test
+
+    load = {**LOAD, "tokenizer": "tiny"}
+    if path == "native":
+        record = deploy(planned, kubeconfig=kubeconfig, timeout_s=900, path="native", workdir=work / "w")
+        try:
+            report = load_test(record, planned, work / "lt").report
+        finally:
+            teardown(planned, kubeconfig=kubeconfig)
+    else:
+        result = serve_and_load_test(
+            planned.path,
+            load,
+            workdir=work / "kf",
+            records=work / "records",
+            report=work / "report",
+            summary=work / "summary",
+            startup_timeout_s=900,
+            backend="testenv",
+            kubeconfig=kubeconfig,
+            package=compiled_package("orchestration_comparison"),
+        )
+        record, report = result.deployment, result.loadtest.report
+    return {"record": record, "report": report}
+
+
+def run_real_node(runs: int, work: Path) -> dict[str, Any]:
+    """Both paths serving the plan for this machine from real containers on the testenv's real node."""
+    from gpuplace.testenv.env import stop
+    from gpuplace.testenv.realnode import RealNode, node_name
+    from tests.support.plans import local_plan_dir
+
+    why = real_node_unavailable()
+    if why:
+        print(f"== real node: not run ({why})", flush=True)
+        return {"ran": False, "why": why}
+    state = Path(tempfile.mkdtemp(prefix="gp-bench-", dir="/tmp"))  # short: the kubelet's unix sockets
+    t0 = time.monotonic()
+    cp = up(load_inventory("h100-nvlink"), state_dir=state, real_node=True)
+    node = RealNode.load(cp.state_dir)
+    up_s = time.monotonic() - t0
+    planned = local_plan_dir(work / "plan", node_name())
+    results: dict[str, list[dict[str, Any]]] = {"native": [], "kubeflow": []}
+    try:
+        for i in range(runs):
+            for path in ("native", "kubeflow") if i % 2 == 0 else ("kubeflow", "native"):
+                results[path].append(
+                    real_node_run(path, str(cp.kubeconfig), planned, work / f"rn-{path}-{i}")
+                )
+                pod = results[path][-1]["record"].pods[0]
+                print(f"  real node {path} run {i + 1}: {pod.provisioning_s:.1f} s to serve", flush=True)
+    finally:
+        stop(cp)
+        shutil.rmtree(state, ignore_errors=True)
+    out: dict[str, Any] = {
+        "ran": True,
+        "runs": runs,
+        "up_s": up_s,
+        "images_imported_s": node.imported if node else {},
+        "same_serving_spec": results["native"][0]["record"].serving
+        == results["kubeflow"][0]["record"].serving,
+        "image": results["native"][0]["record"].serving.image,
+    }
+    for path, rs in results.items():
+        pods = [r["record"].pods[0] for r in rs]
+        out[path] = {
+            "runtime": sorted({r["record"].runtime for r in rs}),
+            "provisioning_s": [p.provisioning_s for p in pods],
+            **{stage: [getattr(p, stage) for p in pods] for stage in STAGES},
+            "completed": sum(r["report"].completed for r in rs),
+            "failed": sum(r["report"].failed for r in rs),
+            "ttft_p99_ms": statistics.median(r["report"].ttft.p99 for r in rs) * 1000,
+        }
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--real-node-runs", type=int, default=2)
+    parser.add_argument("--real-node-only", action="store_true")
     args = parser.parse_args()
     binaries.resolve()
     runs = 2 if args.quick else args.runs
@@ -279,16 +383,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         os.environ.setdefault("GPUPLACE_STATE_DIR", str(work / "state"))
-        profile_path = profile(work / "profile.parquet")
-        results = {
-            "cases": [
-                run_case(fleet, label, kinds, runs, profile_path, work / f"case-{i}")
-                for i, (fleet, label, kinds) in enumerate(cases)
-            ],
-            "load": LOAD,
-            "machine": {"cpus": os.cpu_count(), "k8s": binaries.k8s_version(), "quick": args.quick},
-            "wall_s": time.monotonic() - t0,
-        }
+        if args.real_node_only:
+            results = json.loads((OUT / "comparison.json").read_text())
+        else:
+            profile_path = profile(work / "profile.parquet")
+            results = {
+                "cases": [
+                    run_case(fleet, label, kinds, runs, profile_path, work / f"case-{i}")
+                    for i, (fleet, label, kinds) in enumerate(cases)
+                ],
+                "load": LOAD,
+                "machine": {"cpus": os.cpu_count(), "k8s": binaries.k8s_version(), "quick": args.quick},
+                "wall_s": time.monotonic() - t0,
+            }
+        t1 = time.monotonic()
+        results["real_node"] = run_real_node(args.real_node_runs, work / "real-node")
+        results["real_node"]["wall_s"] = time.monotonic() - t1
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "comparison.json").write_text(json.dumps(results, indent=2, default=_json) + "\n")
     (OUT / "comparison.md").write_text(render(results))
@@ -304,6 +414,60 @@ def _f(value: Any, fmt: str = ".2f") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "unknown"
     return format(value, fmt)
+
+
+def render_real_node(rn: dict[str, Any] | None) -> str:
+    if not rn or not rn.get("ran"):
+        return (
+            "## From real containers (the testenv's real node)\n\nNot run: "
+            f"{(rn or {}).get('why', 'the benchmark predates it')}.\n"
+        )
+
+    def med(values: list[Any]) -> str:
+        known = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        return _f(statistics.median(known)) if known else "unknown"
+
+    rows = []
+    for path in ("native", "kubeflow"):
+        p = rn[path]
+        runs = ", ".join(_f(v, ".1f") for v in p["provisioning_s"])
+        rows.append(
+            f"| {path} | {', '.join(p['runtime'])} | {med(p['provisioning_s'])} ({runs}) | "
+            + " | ".join(med(p[s]) for s in STAGES)
+            + f" | {_f(p['ttft_p99_ms'], '.0f')} | {p['completed']}/{p['failed']} |"
+        )
+    imported = ", ".join(f"{k} {v:.0f} s" for k, v in rn.get("images_imported_s", {}).items())
+    return f"""## From real containers (the testenv's real node)
+
+`testenv up --real-node` (containerd 1.6 + runc + a kubelet on this machine, beside the KWOK GPU nodes) took
+{rn["up_s"]:.0f} s, of which loading the built images into the node's containerd: {imported}. The plan is
+for this machine (one replica of `transformers serve --continuous-batching` of `tiny` on its CPUs), pinned
+to the real node; both paths run it in the CPU serving image `{rn["image"]}` (serving specs
+{"identical" if rn["same_serving_spec"] else "DIFFERENT"}), the model built from its preset inside the
+container (random weights, a locally trained tokenizer: no download). The native path is `gpuplace deploy`'s
+Deployment; the Kubeflow path is the task pod as KFP's driver builds it, its main container running the
+plan's serving container (KFP's launcher cannot be had here). Readiness probes are the kubelet's; the first
+request and the load test ({rn_load(rn)}) go to the pod IP on the CNI bridge. {rn["runs"]} runs per path,
+alternating; {rn["wall_s"] / 60:.0f} min in all.
+
+Provisioning = pod created → first successful request, split per pod (medians over the runs):
+**scheduling** created → bound (watch); **image** bound → the kubelet's `Pulled` event (the image is already
+on the node, `imagePullPolicy: Never`; events have 1 s resolution, so this is 0 or 1 s); **container start**
+→ phase Running (sandbox, CNI, runc: watch); **server start** → the first successful request (building the
+model, importing torch and transformers, loading, answering).
+
+| path | runtime | provisioning s, median (each run) | scheduling s | image s | container start s | server start s | p99 TTFT ms | ok/failed |
+|---|---|---:|---:|---:|---:|---:|---:|---|
+{chr(10).join(rows)}
+
+Reading: once a container has to start, provisioning is the server's start inside it (tens of seconds of
+imports and the model build on this shared 2-core machine), not the orchestration: scheduling and the
+container's own start are a small share on either path.
+"""
+
+
+def rn_load(rn: dict[str, Any]) -> str:
+    return f"{LOAD['max_requests']} requests at {LOAD['rate']} req/s per run"
 
 
 def render(r: dict[str, Any]) -> str:
@@ -374,7 +538,8 @@ rest of provisioning is the local engine's start and first request on this share
 both paths, so differences there are noise of this machine, not the orchestration. Where the allocator's
 own pick differs from the plan, only claiming the planned devices (`--gpu-api dra`) makes the placement
 match what the planner scored.
-"""
+
+{render_real_node(r.get("real_node"))}"""
 
 
 if __name__ == "__main__":

@@ -47,14 +47,14 @@ def one_simulation(repeats: int) -> dict[str, Any]:
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.engine import vllm_engine_params
     from gpuplace.planner.engine_sim import simulate
+    from gpuplace.planner.hardware import ReplicaHardware
     from gpuplace.planner.replica import ReplicaModel, TrafficShape
-    from gpuplace.planner.shape import Shape
     from gpuplace.planner.steptime import roofline_step_model
     from gpuplace.workload import LengthDist
 
     spec = load_gpu_catalog().get("H100-SXM5-80GB")
     arch = model_arch_from_config("llama-3.1-8b", resolve_model("llama-3.1-8b").config)
-    model = roofline_step_model(arch, Shape(spec), load_efficiency_table().for_gpu(spec, arch))
+    model = roofline_step_model(arch, ReplicaHardware(spec), load_efficiency_table().for_gpu(spec, arch))
     engine = vllm_engine_params(arch, spec)
     traffic = TrafficShape(LengthDist("fixed", 1024), LengthDist("fixed", 128), requests=1200)
     capacity = ReplicaModel(engine, model, traffic).capacity_rps
@@ -87,13 +87,14 @@ def plan_work(inventory_source: str, repeats: int) -> dict[str, Any]:
     from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.inventory import load_inventory
-    from gpuplace.planner import PlanRequest, plan_placement
+    from gpuplace.planner import plan_placement
+    from gpuplace.steps.plan_params import plan_request
 
     catalog = load_gpu_catalog()
     table = load_efficiency_table()
     inventory = load_inventory(inventory_source, catalog=catalog)
     params = {"model": "llama-3.1-8b", "slo_tpot_ms": 50, "slo_ttft_ms": 2000, "rate": 20.0}
-    request = PlanRequest.from_params({**params, "prompt_tokens": "512", "output_tokens": "128"}, catalog)
+    request = plan_request({**params, "prompt_tokens": "512", "output_tokens": "128"}, catalog)
     arch = model_arch_from_config("llama-3.1-8b", resolve_model("llama-3.1-8b").config)
     walls, plan = [], None
     for _ in range(repeats):

@@ -117,7 +117,7 @@ def gpuplace_replica(model: str, gpu: str, tp: int) -> tuple[Any, Any] | None:
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.errors import InvalidInput
     from gpuplace.planner.engine import vllm_engine_params
-    from gpuplace.planner.shape import Shape
+    from gpuplace.planner.hardware import ReplicaHardware
     from gpuplace.planner.steptime import roofline_step_model
 
     spec = load_gpu_catalog().get(gpu)
@@ -126,7 +126,7 @@ def gpuplace_replica(model: str, gpu: str, tp: int) -> tuple[Any, Any] | None:
         engine = vllm_engine_params(arch, spec, tp)
     except InvalidInput:
         return None  # the weights do not fit
-    shape = Shape(spec, tp, memory_gib=spec.memory_gib, link="nvlink" if tp > 1 else "single")
+    shape = ReplicaHardware(spec, tp, memory_gib=spec.memory_gib, link="nvlink" if tp > 1 else "single")
     return engine, roofline_step_model(arch, shape, load_efficiency_table().for_gpu(spec, arch))
 
 

@@ -121,14 +121,14 @@ def ks_tests(achieved_starts: list[float], rate: float) -> dict[str, Any]:
 
 def local_target() -> dict[str, Any]:
     from gpuplace.deploy.local import deploy_local, teardown_local
-    from gpuplace.loadtest.config import LoadTestConfig
     from gpuplace.loadtest.sweep import run_sweep_step
+    from gpuplace.steps.load_test import load_test_config
 
     with tempfile.TemporaryDirectory() as tmp:
         _log("starting transformers serve (tiny preset, CPU)")
         record = deploy_local("tiny", workdir=Path(tmp), device="cpu", startup_timeout_s=300)
         try:
-            config = LoadTestConfig.from_params(
+            config = load_test_config(
                 {"prompt_tokens": "64", "output_tokens": "32", "max_requests": 8}, deployment=record
             )
             points = run_sweep_step(config, Path(tmp) / "sweep", concurrencies=(1, 2, 4))

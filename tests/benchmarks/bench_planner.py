@@ -2,12 +2,12 @@
 
 1. Fragmentation on the Alibaba trace (Weng et al., ATC'23, cluster-trace-gpu-v2023) under the FGD
    paper's protocol as its simulator runs it (``gpuplace bench fragmentation --protocol paper``,
-   :mod:`gpuplace.planner.paperreplay`): each of the four bundled pod-list variants, 1,213 GPU nodes,
+   :mod:`gpuplace.fgd.paperreplay`): each of the four bundled pod-list variants, 1,213 GPU nodes,
    every policy (gpuplace, FGD, BestFit, GpuPacking, GpuClustering, DotProd, Random), seeds 42..51;
    the unallocated GPU share at 100% and 120% arrived demand, mean ± sample standard deviation and range.
    Next to it, the simulator's own 10-seed means, to show how far this replay reproduces them.
 2. Speed of that replay: the wall time of the full protocol (goal < 15 min on 2 cores), and one run
-   against the reshuffling replay (:mod:`gpuplace.planner.replay`) measured in the same run.
+   against the reshuffling replay (:mod:`gpuplace.fgd.replay`) measured in the same run.
 3. Speed of planning: llama-3.1-8b against the 1,213-node fleet, and scoring one pod against every
    node, medians over repeats.
 
@@ -80,7 +80,7 @@ SIMULATOR_100: dict[str, dict[str, float]] = {
 
 
 def fragmentation(seeds: int) -> tuple[dict[str, dict[str, dict[str, object]]], float]:
-    from gpuplace.planner.fragbench import run_paper_bench
+    from gpuplace.fgd.bench import run_paper_bench
 
     t0 = time.monotonic()
     result = run_paper_bench(
@@ -94,10 +94,10 @@ def fragmentation(seeds: int) -> tuple[dict[str, dict[str, dict[str, object]]], 
 
 def replay_speed() -> dict[str, float]:
     """One FGD run on `default` to 130%: this replay against the reshuffling one, same process, same run."""
+    from gpuplace.fgd.bench import _paper_job
+    from gpuplace.fgd.replay import SimNode, replay
     from gpuplace.inventory.alibaba import read_alibaba_nodes, read_alibaba_tasks
-    from gpuplace.planner.fragbench import _paper_job
     from gpuplace.planner.fragmentation import TaskClass, typical_mix
-    from gpuplace.planner.replay import SimNode, replay
 
     nodes_csv, pods_csv = TRACE / "openb_node_list_gpu_node.csv", TRACE / "openb_pod_list_default.csv"
     t0 = time.perf_counter()

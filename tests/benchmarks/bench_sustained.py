@@ -89,7 +89,7 @@ def measure() -> dict[str, Any]:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    from gpuplace.loadtest.metrics import relative_error
+    from gpuplace.types.latency import relative_error
 
     rows = data["rows"]
     best = max(r["meas_rps"] for r in rows)

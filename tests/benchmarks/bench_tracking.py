@@ -18,8 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuplace.compare.step import CompareOptions, run_compare_step
+from gpuplace.plandir import read_plan_dir
+from gpuplace.profiling.io import load_profile
 from gpuplace.progress import Progress
+from gpuplace.steps.compare import CompareOptions, run_compare_step
+from gpuplace.steps.track import read_path
 from gpuplace.tracking.client import Tracker
 from gpuplace.tracking.config import TrackingConfig
 from gpuplace.tracking.naming import (
@@ -28,7 +31,7 @@ from gpuplace.tracking.naming import (
     plan_metric_dict,
     point_metric_dict,
 )
-from gpuplace.tracking.pipeline import PathFiles, RunBundle, log_pipeline_run
+from gpuplace.tracking.pipeline import RunBundle, log_pipeline_run
 from gpuplace.tracking.server import start_local_server
 from tests.support.sample import write_sample_inputs
 
@@ -38,12 +41,11 @@ GOAL_S = 5.0
 
 
 def metric_count(bundle: RunBundle) -> int:
-    from gpuplace.profiling import load_profile
-    from gpuplace.profiling.step import profile_metrics
+    from gpuplace.profiling.summary import profile_metrics
 
     c = bundle.comparison
     assert c is not None and c.plan is not None and bundle.profile is not None
-    profile = load_profile(bundle.profile)
+    profile = bundle.profile
     n = len(profile_metrics(profile)) + sum(len(point_metric_dict(r)) for r in profile.results)
     n += len(plan_metric_dict(c.plan)) + sum(len(path_metric_dict(m)) for m in c.paths)
     return n + len(comparison_metric_dict(c))
@@ -71,10 +73,11 @@ def main() -> int:
     bundle = RunBundle(
         name="bench",
         comparison=result.comparison,
-        profile=sample.profile,
-        plan=sample.plan,
+        profile=load_profile(sample.profile),
+        profile_file=sample.profile,
+        plan=read_plan_dir(sample.plan),
         manifests=manifests,
-        paths=tuple(PathFiles(p.path, Path(p.deployment), Path(p.loadtest)) for p in paths),
+        paths=tuple(read_path(p.path, Path(p.deployment), Path(p.loadtest)) for p in paths),
         report_dir=result.out_dir,
     )
     n_metrics = metric_count(bundle)

@@ -4,7 +4,7 @@ same device, through the commands a user runs.
 `gpuplace profile --engine-steps` measures a local engine (`transformers serve --continuous-batching` over
 `tiny`), `gpuplace plan --inventory local` plans with it and `gpuplace deploy --target local` starts the
 engine the plan names. That engine's own step time is then measured
-(:func:`gpuplace.deploy.calibrate.measure_local_deployment`), the plan is made again with it at a
+(:func:`gpuplace.steps.calibrate.measure_local_deployment`), the plan is made again with it at a
 moderate load (RATE below), `gpuplace loadtest` sends the plan's traffic to the same engine and compares,
 and the engine's step time is measured once more.
 
@@ -12,8 +12,14 @@ Why the engine that serves is the one calibrated: on this shared 2-core virtual 
 processes of the same engine run at paces up to a third apart (docs/serving-model.md, "The closed loop"),
 which is a property of the machine, not of the serving model this test checks. And why twice: if the
 two calibrations disagree by more than DRIFT, the machine's pace changed during the load test, so the
-comparison says nothing about the model; that attempt is reported and the loop is run again, at most
-ATTEMPTS times, then the test fails saying so (it never passes on a disturbed measurement).
+comparison against the first calibration alone says nothing about the model. Such an attempt is planned
+again with the second calibration, and the measurement is judged against the span of the two predictions
+(the pace during the load test lay somewhere between the two): a measured p50 inside the span is no error,
+one outside it is as far off as it is from the nearer end. An attempt whose calibrations differ by more than
+MAX_DRIFT is not judged; the loop is run again, at most ATTEMPTS times, then the test fails saying so.
+(Before, every drift beyond DRIFT was a retry, and a fresh-clone CI run on 2026-12-02 failed with all three
+attempts disturbed, +29%, -38%, -26%, though every p50 error was within 35%: the check fails on the
+machine's noise, not on the model.)
 
 Marked ``closed_loop``; ``make test`` runs it, ``make closed-loop`` runs it alone. Since the calibration
 holds what the step line misses (the measured decode steps beyond it, the context term, the work of each
@@ -46,8 +52,11 @@ BOUND = 0.40  # |error| at p50 (issue 11: loose, but it still catches a 2× erro
 RATE = 8.0
 REQUESTS = 80
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 32
-DRIFT = 0.20  # the single-decode step of the two calibrations may differ by this much
+DRIFT = 0.20  # within this, the two calibrations agree: the first one's prediction is judged alone
+# beyond this the attempt is not judged: with the bound, a span this wide still fails a 2x error (1.4 x 1.4)
+MAX_DRIFT = 0.40
 ATTEMPTS = 3
+JUDGED = ("ttft_p50_s", "tpot_p50_s")
 
 
 def _single_decode_s(steps_file: Path) -> float:
@@ -60,10 +69,30 @@ def _single_decode_s(steps_file: Path) -> float:
 
 
 def _calibrate(record, out: Path) -> Path:  # type: ignore[no-untyped-def]
-    from gpuplace.deploy.calibrate import measure_local_deployment
     from gpuplace.profiling.engine_steps import write_engine_steps
+    from gpuplace.steps.calibrate import measure_local_deployment
 
     return write_engine_steps(measure_local_deployment(record, "tiny"), out)
+
+
+def _predicted_p50_s(plan_dir: Path) -> dict[str, float]:
+    """The chosen shape's predicted p50 TTFT and TPOT (seconds) in the plan at ``plan_dir``."""
+    from gpuplace.plandir import read_plan_dir
+
+    prediction = read_plan_dir(plan_dir).plan.prediction
+    assert prediction is not None, f"{plan_dir}: the local plan has no prediction"
+    return {"ttft_p50_s": prediction.ttft.p50, "tpot_p50_s": prediction.tpot.p50}
+
+
+def span_error(measured: float, predicted: tuple[float, ...]) -> float:
+    """The load test's error, (measured - predicted) / predicted, against the nearer end of the span of
+    ``predicted``; 0 inside the span."""
+    low, high = min(predicted), max(predicted)
+    if measured < low:
+        return (measured - low) / low
+    if measured > high:
+        return (measured - high) / high
+    return 0.0
 
 
 def _plan(steps_file: Path, out: Path) -> None:
@@ -101,11 +130,20 @@ def test_the_local_plans_p50_prediction_is_within_40_percent_of_the_measurement(
                 f"\nattempt {attempt + 1}: single-decode step {step_before * 1e3:.2f} ms before the load "
                 f"test, {step_after * 1e3:.2f} ms after ({drift:+.0%})"
             )
-            if abs(drift) <= DRIFT:
+            spans = {k: (v,) for k, v in _predicted_p50_s(here / "plan").items()}
+            if abs(drift) <= MAX_DRIFT:
+                if abs(drift) > DRIFT:
+                    _plan(after, here / "plan-after")
+                    for k, v in _predicted_p50_s(here / "plan-after").items():
+                        spans[k] += (v,)
+                    print(f"judged against the span of the predictions from both calibrations: {spans}")
                 break
             disturbed.append(f"attempt {attempt + 1}: the engine's pace changed by {drift:+.0%}")
         else:
-            pytest.fail(f"the machine's pace changed during every load test ({'; '.join(disturbed)})")
+            pytest.fail(
+                f"the machine's pace changed by more than {MAX_DRIFT:.0%} during every load test "
+                f"({'; '.join(disturbed)})"
+            )
     finally:
         teardown(target="local", record=record)
 
@@ -119,5 +157,23 @@ def test_the_local_plans_p50_prediction_is_within_40_percent_of_the_measurement(
             f"{key:11} predicted {r['predicted_s'] * 1e3:8.2f} ms  measured {r['measured_s'] * 1e3:8.2f} ms  "
             f"error {r['error']:+.0%}"
         )
-    misses = {k: rows[k]["error"] for k in ("ttft_p50_s", "tpot_p50_s") if abs(rows[k]["error"]) > BOUND}
-    assert not misses, f"p50 prediction off by more than {BOUND:.0%}: {misses} (all rows: {rows})"
+    errors = {k: span_error(rows[k]["measured_s"], spans[k]) for k in JUDGED}
+    misses = {k: e for k, e in errors.items() if abs(e) > BOUND}
+    assert not misses, f"p50 prediction off by more than {BOUND:.0%}: {misses} (spans {spans}, rows: {rows})"
+
+
+@pytest.mark.parametrize(
+    ("measured", "predicted", "error"),
+    [
+        (1.0, (1.0,), 0.0),
+        (1.5, (1.0,), 0.5),
+        (0.5, (1.0,), -0.5),
+        (1.2, (1.0, 1.4), 0.0),
+        (2.8, (1.0, 1.4), 1.0),
+        (0.5, (1.4, 1.0), -0.5),
+    ],
+)
+def test_span_error_is_the_load_tests_error_against_the_nearer_end(
+    measured: float, predicted: tuple[float, ...], error: float
+) -> None:
+    assert span_error(measured, predicted) == pytest.approx(error)

@@ -25,7 +25,7 @@ def test_local_target_serves_and_tears_down(tmp_path: Path) -> None:
     record = DeploymentRecord.from_json_dict(json.loads(record_file.read_text()))
     try:
         assert record.target == "local" and record.ready and record.pid
-        assert record.plan_id in ("", "p-local")
+        assert record.plan_id == "p-local"  # the plan it serves: teardown by plan id, the tracking tags
         with urllib.request.urlopen(f"{record.endpoint}/v1/models", timeout=30) as resp:
             models = json.loads(resp.read())
         assert record.served_model_name in {m["id"] for m in models["data"]}

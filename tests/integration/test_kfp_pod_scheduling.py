@@ -46,7 +46,7 @@ def test_kfp_task_pod_is_placed_by_the_scheduler_where_the_plan_said(
         compiled_path("orchestration_comparison"),
         "serve-and-load-test",
         arguments={"accelerator_type": "nvidia.com/gpu"},
-        task_outputs={"plan-placement": fragments},
+        task_outputs={"plan-placement": fragments, "repeat-runs": {"Output": [0]}},  # one run of the loop
         labels={"test": "kfp"},
     )
     with PodTimer(kube_api, kube_namespace, label_selector="test=kfp") as timer:

@@ -2,10 +2,11 @@
 
 The native path is `deploy_plan` (DRA claims for the planned GPUs, or the device plugin); the Kubeflow path
 is the task pod KFP's driver would create from the checked-in compiled pipeline
-(:mod:`gpuplace.k8s.kfp_task`). KWOK runs no containers, so the KWOK stand-in serves each pod; here it
-starts a small in-process OpenAI-style server (tests.support.testserver) instead of the local engine, so
-these tests time the orchestration, not a model load. Placement is read back from the API; nothing is
-copied from the plan. Faults: misplacement, unsatisfiable claims, a ResourceSlice removed mid-deploy.
+(:mod:`gpuplace.k8s.kfp_task`). KWOK runs no containers, so the KWOK stand-in serves each pod with the
+real local engine (`transformers serve` over the tiny preset on this CPU), as `gpuplace run --target
+kubernetes` on the testenv does; a pod's provisioning time therefore includes that server's start.
+Placement is read back from the API; nothing is copied from the plan. Faults: misplacement,
+unsatisfiable claims, a ResourceSlice removed mid-deploy.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import pytest
 from gpuplace.compare import IncomparablePaths, compare_paths
 from gpuplace.compare.metrics import PathResult
 from gpuplace.components.images import SERVING_IMAGE
+from gpuplace.deploy.local import teardown_local
 from gpuplace.deploy.standin import LocalStandIn
+from gpuplace.deploy.standin import start_local as start_local_engine
 from gpuplace.inventory import load_inventory
 from gpuplace.jobs.submit import compiled_path
 from gpuplace.k8s import Api, DeployFailed, deploy_plan
@@ -37,7 +40,6 @@ from gpuplace.testenv import dra as testenv_dra
 from gpuplace.types import DeploymentRecord, LatencyReport
 from tests.support.plans import rendered_plan_dir, sample_plan
 from tests.support.reports import latency_report
-from tests.support.testserver import FaultServer, ServerOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.controlplane]
 
@@ -45,31 +47,32 @@ H100 = load_inventory("h100-nvlink")
 MIXED = load_inventory("mixed-a100-h100-l4")
 
 
-class FakeEngines:
-    """The stand-in's ``start``: one in-process test server per pod, instead of the local engine."""
+class Engines:
+    """The stand-in's own ``start`` (the real local engine), with a list of what it started, so that a
+    test can see what served and stop every server it started."""
 
     def __init__(self) -> None:
-        self.servers: list[FaultServer] = []
+        self.servers: list[DeploymentRecord] = []
 
     def __call__(self, model: str, workdir: Path, name: str, timeout_s: float) -> DeploymentRecord:
-        server = FaultServer(ServerOptions(model=model)).start()
-        self.servers.append(server)
-        return DeploymentRecord("local", name, "", server.url, model, True, served_model_name=model)
+        record = start_local_engine(model, workdir, name, timeout_s)
+        self.servers.append(record)
+        return record
 
     def stop(self) -> None:
-        for s in self.servers:
-            s.stop()
+        for record in self.servers:
+            teardown_local(record)
 
 
 @pytest.fixture
-def engines() -> Iterator[FakeEngines]:
-    fake = FakeEngines()
-    yield fake
-    fake.stop()
+def engines() -> Iterator[Engines]:
+    started = Engines()
+    yield started
+    started.stop()
 
 
-def standin(engines: FakeEngines, tmp_path: Path) -> LocalStandIn:
-    return LocalStandIn("tiny", workdir=tmp_path, start=engines, unit="cpu")
+def standin(engines: Engines, tmp_path: Path) -> LocalStandIn:
+    return LocalStandIn("tiny", workdir=tmp_path, start=engines, unit="cpu", startup_timeout_s=240)
 
 
 def _plan(tmp_path: Path, name: str, inventory: Any = H100, **kwargs: Any) -> PlanDir:
@@ -82,7 +85,7 @@ def _report() -> LatencyReport:
 
 
 def test_both_paths_serve_one_spec_and_are_read_back_from_the_api(
-    kube_api: Api, kube_namespace: str, tmp_path: Path, engines: FakeEngines
+    kube_api: Api, kube_namespace: str, tmp_path: Path, engines: Engines
 ) -> None:
     planned = _plan(tmp_path, "both", nodes=("h100-b-0",), gpus=2, first_gpu=4)
     native = deploy_plan(
@@ -92,10 +95,17 @@ def test_both_paths_serve_one_spec_and_are_read_back_from_the_api(
     assert native.gpu_api == "dra" and pod.placement_level == "device"
     # the devices kube-scheduler's DRA allocator picked, read from the claim: the planned ones, by UUID
     assert pod.gpu_ids == pod.planned_gpu_ids == ("h100-b-0/gpu4", "h100-b-0/gpu5")
+    # and what the claim's allocation said, kept beside them: the driver's gpu-4 and gpu-5 in pool h100-b-0
+    assert [(d.driver, d.pool, d.device, d.gpu_id) for d in pod.dra_devices] == [
+        ("gpu.nvidia.com", "h100-b-0", "gpu-4", "h100-b-0/gpu4"),
+        ("gpu.nvidia.com", "h100-b-0", "gpu-5", "h100-b-0/gpu5"),
+    ]
+    assert all(d.claim and d.request for d in pod.dra_devices)
     assert pod.node == pod.planned_node == "h100-b-0" and pod.timing == "watch"
     assert pod.created_at_s < pod.scheduled_at_s <= pod.ready_at_s < pod.serving_at_s
-    assert 0 < pod.provisioning_s < 30 and native.served_on == "cpu" and native.mismatches() == ()
-    assert native.endpoint == engines.servers[0].url
+    # created → serving, the local engine's start included (a few seconds to a minute on this machine)
+    assert 0 < pod.provisioning_s < 240 and native.served_on == "cpu" and native.mismatches() == ()
+    assert native.endpoint == engines.servers[0].endpoint
 
     kubeflow = run_task_pod(
         planned,
@@ -108,10 +118,11 @@ def test_both_paths_serve_one_spec_and_are_read_back_from_the_api(
     (task,) = kubeflow.pods
     # KFP gives a task GPUs only through the device plugin: node level only, no ids made up
     assert kubeflow.gpu_api == "device-plugin" and task.placement_level == "node" and task.gpu_ids == ()
+    assert task.dra_devices == ()
     assert (
         task.gpu_count == 2 and task.gpu_resource == "nvidia.com/gpu"
     )  # the plan's count, as a string output
-    assert task.node == task.planned_node == "h100-b-0" and 0 < task.provisioning_s < 30
+    assert task.node == task.planned_node == "h100-b-0" and 0 < task.provisioning_s < 240
     assert native.serving == kubeflow.serving and native.serving is not None
     assert native.serving.image == SERVING_IMAGE and native.serving.gpus_per_replica == 2
 
@@ -124,7 +135,7 @@ def test_both_paths_serve_one_spec_and_are_read_back_from_the_api(
 
 
 def test_a_pod_off_its_planned_node_fails_the_deploy_and_is_cleaned_up(
-    kube_api: Api, kube_namespace: str, tmp_path: Path, engines: FakeEngines
+    kube_api: Api, kube_namespace: str, tmp_path: Path, engines: Engines
 ) -> None:
     planned = _plan(tmp_path, "off", nodes=("h100-a-1",), gpus=1)
     # The Deployment as rendered pins h100-a-1; make it pin another node, as a stale manifest would.
@@ -162,7 +173,7 @@ def test_a_pod_off_its_planned_node_fails_the_deploy_and_is_cleaned_up(
 
 
 def test_unsatisfiable_claims_report_the_schedulers_reason_and_leave_nothing(
-    kube_api: Api, kube_namespace: str, tmp_path: Path, engines: FakeEngines
+    kube_api: Api, kube_namespace: str, tmp_path: Path, engines: Engines
 ) -> None:
     # Two L4s "over NVLink": the claim keeps the planned locality, and L4s have no NVLink island at all.
     planned = _plan(tmp_path, "l4", inventory=MIXED, nodes=("l4-a-0",), gpus=2, gpu="L4-24GB", link="nvlink")
@@ -188,7 +199,7 @@ def test_a_resource_slice_removed_during_a_deploy(
     kube_namespace: str,
     controlplane: ControlPlane,
     tmp_path: Path,
-    engines: FakeEngines,
+    engines: Engines,
 ) -> None:
     node = H100.node("h100-a-0")
     slice_ = testenv_dra.resource_slice(node)

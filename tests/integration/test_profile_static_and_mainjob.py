@@ -91,6 +91,7 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
     import json
 
     argv = ["run", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "6"]
+    before = {r.info.run_id for r in _runs(mlflow_server.uri)}  # the server is shared by the module's tests
     assert main([*argv, "--mlflow-uri", mlflow_server.uri]) == 0
     out = capsys.readouterr().out
     for line in (
@@ -110,8 +111,8 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
     # the exit handler stopped the server the deploy step started
     teardown = json.loads(next(run_dir.rglob("teardown-inference/executor_output.json")).read_text())
     assert "stopped local server" in json.dumps(teardown)
-    # one parent run with a child per step, in the real MLflow server
-    runs = _runs(mlflow_server.uri)
+    # one parent run with a child per step, in the real MLflow server, among the runs this test made
+    runs = [r for r in _runs(mlflow_server.uri) if r.info.run_id not in before]
     parents = [r for r in runs if r.data.tags.get("mlflow.parentRunId") is None]
     assert len(parents) == 1
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
@@ -136,21 +137,59 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
 
 
 def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server) -> None:  # type: ignore[no-untyped-def]
+    """`gpuplace run --compare --repeats 2`: each path is deployed and load-tested twice (the pipeline's
+    loop of runs), and the verdict pools both runs: its interval resamples the runs and their requests,
+    and the CLI, the report, the KFP Metrics output and MLflow say the same sentence."""
     import json
 
-    before = len(_runs(mlflow_server.uri))
+    before = {r.info.run_id for r in _runs(mlflow_server.uri)}  # the server is shared by the module's tests
     argv = ["run", "--compare", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "4"]
-    assert main([*argv, "--mlflow-uri", mlflow_server.uri]) == 0
+    assert main([*argv, "--repeats", "2", "--mlflow-uri", mlflow_server.uri]) == 0
     out = capsys.readouterr().out
-    assert "orchestration_comparison" in out and "comparison        winner" in out
+    # the verdict with its noise: a winner beyond it, or "no difference beyond noise", with the interval
+    (verdict,) = [line for line in out.splitlines() if line.startswith("comparison        ")]
+    assert "orchestration_comparison" in out and "interval" in verdict and "noise" in verdict
+    assert "over 2 runs per path" in verdict
+    assert {"native #1", "native #2", "kubeflow #1", "kubeflow #2"} <= {
+        line[:11].strip() for line in out.splitlines()
+    }
     run_dir = next((tmp_path / "runs").iterdir())
+    # two deployments and two load tests per path, one per iteration of the loop
+    assert len(list(run_dir.rglob("*-iteration-*/load-test/report"))) == 2
+    assert len(list(run_dir.rglob("*-iteration-*/serve-and-load-test/report"))) == 2
     comparison = json.loads(next(run_dir.rglob("compare-paths/comparison")).read_text())
     assert [p["path"] for p in comparison["paths"]] == ["native", "kubeflow"]
+    assert comparison["score"]["runs"] == {"native": 2, "kubeflow": 2}
+    assert comparison["score"]["interval_method"]["tpot_p99"] == "bootstrap over runs and requests"
+    # the native figure pools both runs' requests: its p99 TPOT is that of the two runs' records together
+    import numpy as np
+
+    from gpuplace.loadtest.io import read_records
+
+    records = [r for f in sorted(run_dir.rglob("*-iteration-*/load-test/records")) for r in read_records(f)]
+    assert len(records) == 8
+    tpot = [r.tpot_s for r in records if r.success and not np.isnan(r.tpot_s)]
+    from gpuplace.steps.compare import read_comparison
+
+    pooled = read_comparison(next(run_dir.rglob("compare-paths/comparison"))).path("native").tpot
+    assert pooled.p99 == pytest.approx(float(np.percentile(tpot, 99))) and pooled.count == len(tpot)
     report = next(run_dir.rglob("compare-paths/report_md")).read_text()
     assert "local serving target" in report
-    runs = _runs(mlflow_server.uri)
-    assert len(runs) > before
-    assert {"native", "kubeflow"} <= {r.data.tags.get("gpuplace.path") for r in runs}
+    said = verdict.removeprefix("comparison").strip()
+    assert said in report.replace("**", "")
+    metrics = json.loads(next(run_dir.rglob("compare-paths/executor_output.json")).read_text())
+    kfp_metrics = metrics["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert kfp_metrics["native_load_test_runs"] == 2 and kfp_metrics["kubeflow_load_test_runs"] == 2
+    assert {"score_margin_ci_low", "score_margin_ci_high", "beyond_noise"} <= set(kfp_metrics)
+    assert metrics["artifacts"]["comparison"]["artifacts"][0]["metadata"]["verdict"] == said
+    runs = [r for r in _runs(mlflow_server.uri) if r.info.run_id not in before]
+    (parent,) = [r for r in runs if r.data.tags.get("mlflow.parentRunId") is None]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert {"native", "kubeflow"} <= {r.data.tags.get("gpuplace.path") for r in children}
+    assert parent.data.tags["gpuplace.verdict"] == said
+    assert parent.data.params["runs.native"] == parent.data.params["runs.kubeflow"] == "2"
+    assert parent.data.metrics["native.load_test_runs"] == 2
+    assert {"score.margin_ci_low", "score.margin_ci_high"} <= set(parent.data.metrics)
 
 
 def test_main_job_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,6 +197,10 @@ def test_main_job_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "rate=0.0: must be positive" in capsys.readouterr().err
     assert main(["run", "--workdir", str(tmp_path), "--trace", str(tmp_path / "nope.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+    assert main(["run", "--workdir", str(tmp_path), "--repeats", "2"]) == 2  # repeats are the comparison's
+    assert "repeats=2: repeats the comparison's runs. Add --compare" in capsys.readouterr().err
+    assert main(["run", "--workdir", str(tmp_path), "--compare", "--repeats", "0"]) == 2
+    assert "repeats=0: must be between 1 and 20" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # nothing half-written
 
 
@@ -166,8 +209,9 @@ def test_main_job_fails_when_no_request_succeeded_and_keeps_what_it_measured(
     controlplane, kube_api, kube_namespace, tmp_path: Path, capsys
 ) -> None:  # type: ignore[no-untyped-def]
     """`gpuplace run --target kubernetes --runtime none`: kube-scheduler binds the plan's pods where the plan
-    said and KWOK runs them, but nothing serves them (no stand-in), so every request fails: the load-test
-    task fails, the run exits 1, the outputs written so far are kept, and the exit handler tears down."""
+    said and KWOK runs them, but nothing serves them (no stand-in), so the load test's probe finds no
+    endpoint and sends nothing: the load-test task fails, the run exits 1, the outputs written so far are
+    kept, and the exit handler tears down."""
     import json
 
     from gpuplace.types import DeploymentRecord
@@ -200,8 +244,9 @@ def test_main_job_fails_when_no_request_succeeded_and_keeps_what_it_measured(
     assert record.target == "kubernetes" and record.pods
     assert all(p.phase == "Running" and p.node == p.planned_node for p in record.pods)
     assert all(math.isnan(p.provisioning_s) for p in record.pods)  # ready-to-serve not observed: unknown
-    report = json.loads(next(run_dir.rglob("load-test/report")).read_text())
-    assert report["failed"] == 2 and report["completed"] == 0
+    # nothing answers at the endpoint, so the load test's probe stops it before anything is sent
+    assert "the load test's probe failed, so nothing was sent" in err
+    assert not any(run_dir.rglob("load-test/report"))
     assert kube_api.list("apps/v1", "Deployment", kube_namespace) == []  # torn down by run id
 
 
@@ -257,7 +302,8 @@ def test_main_job_compares_both_paths_on_the_testenv(
     for path, record in records.items():
         assert record.runtime.startswith("local stand-in") and record.served_on == local_unit()
         assert f"{record.provisioning().max:.2f}" in lines[path]
-    assert "comparison        winner" in out and "not scored: fragmentation" in out
+    (verdict,) = [line for line in out.splitlines() if line.startswith("comparison        ")]
+    assert "interval" in verdict and "noise" in verdict and "not scored: fragmentation" in out
     comparison = json.loads(next(run_dir.rglob("compare-paths/comparison")).read_text())
     assert {p["path"]: p["placement_level"] for p in comparison["paths"]} == {
         "native": "device",

@@ -13,20 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient  # a required dependency: a broken import must fail, never skip
+
+from gpuplace.cli import main
+from gpuplace.steps.compare import CompareOptions, MlflowOptions
+from gpuplace.steps.track import compare_and_track
+from gpuplace.tracking import TrackingFailed, TrackingUnavailable, open_tracker
+from gpuplace.tracking.naming import interval_metric_dict, path_metric_dict
+from gpuplace.tracking.server import LocalServer, free_port, start_local_server
+from tests.support.sample import SamplePaths, write_sample_inputs
 
 pytestmark = pytest.mark.integration
-
-mlflow = pytest.importorskip("mlflow")
-
-from mlflow import MlflowClient  # noqa: E402
-
-from gpuplace.cli import main  # noqa: E402
-from gpuplace.compare.step import CompareOptions, MlflowOptions  # noqa: E402
-from gpuplace.tracking import TrackingFailed, TrackingUnavailable, open_tracker  # noqa: E402
-from gpuplace.tracking.naming import path_metric_dict  # noqa: E402
-from gpuplace.tracking.server import LocalServer, free_port, start_local_server  # noqa: E402
-from gpuplace.tracking.step import compare_and_track  # noqa: E402
-from tests.support.sample import SamplePaths, write_sample_inputs  # noqa: E402
 
 SECRETS = {
     "HF_TOKEN": "hf_zzSECRETzzTOKENzz1234567890",
@@ -89,7 +86,11 @@ def test_full_comparison_is_logged_and_reads_back(
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["gpuplace.kind"] == "pipeline"
     assert parent.data.tags["gpuplace.kfp_run_id"] == "kfp-run-42"
-    assert parent.data.tags["gpuplace.winner"] == out.comparison.score.winner
+    assert parent.data.tags["gpuplace.winner"] == (out.comparison.score.winner or "none")
+    assert parent.data.tags["gpuplace.verdict"].startswith("No difference beyond noise")  # the sample's
+    assert parent.data.params["plan_id"] == "sample-0001" and parent.data.params["kfp_run_id"] == "kfp-run-42"
+    assert "Chosen shape" in parent.data.tags["mlflow.note.content"]
+    assert client.get_experiment(exp_id).tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.params["weight.tpot_p99"] == "0.25"
     assert parent.data.metrics["score.margin"] == pytest.approx(out.comparison.score.margin)
     assert parent.data.metrics["roi.build_cost_usd"] == 15000
@@ -99,7 +100,11 @@ def test_full_comparison_is_logged_and_reads_back(
     for path in ("native", "kubeflow"):
         run = children[f"path: {path}"]
         assert run.data.tags["gpuplace.path"] == path  # type: ignore[attr-defined]
-        expected = path_metric_dict(out.comparison.path(path))
+        expected = {
+            **path_metric_dict(out.comparison.path(path)),
+            **interval_metric_dict(out.comparison, path),
+        }
+        assert "tpot_p99_ms_ci_low" in expected
         assert run.data.metrics == pytest.approx(expected)  # type: ignore[attr-defined]
         arts = {a.path for a in client.list_artifacts(run.info.run_id, "loadtest")}  # type: ignore[attr-defined]
         assert {"loadtest/report.json", "loadtest/records.jsonl"} <= arts
@@ -176,6 +181,33 @@ def test_attaches_to_the_run_kfp_injected(server: LocalServer, monkeypatch: pyte
     assert run.data.tags["gpuplace.kfp_run_id"] == "kfp-7"
     kids = _children(client, exp_id, kfp_run)
     assert kids["path: native"].data.metrics == {"ttft_p99_ms": 12.5}  # type: ignore[attr-defined]
+
+
+def test_a_whole_pipeline_run_attaches_to_kfps_run_keeping_its_params_and_times(
+    server: LocalServer, sample: SamplePaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KFP 2.17's MLflow integration creates the parent run (with params of its own) and injects
+    MLFLOW_RUN_ID: gpuplace adds its params, description and children, and leaves KFP's params, times
+    and status alone."""
+    from gpuplace.plandir import read_plan_dir
+    from gpuplace.steps.track import read_path
+    from gpuplace.tracking.pipeline import RunBundle, log_pipeline_run
+
+    client = MlflowClient(server.uri)
+    exp_id = client.create_experiment("it-kfp-whole")
+    kfp_run = client.create_run(exp_id, run_name="kfp pipeline").info
+    client.log_param(kfp_run.run_id, "model", "as KFP spelt it")
+    monkeypatch.setenv("MLFLOW_RUN_ID", kfp_run.run_id)
+    tracker = open_tracker(server.uri, experiment="it-kfp-whole")
+    paths = tuple(read_path(p, sample.deployments[p], sample.loadtests[p]) for p in ("native", "kubeflow"))
+    bundle = RunBundle("ignored", plan=read_plan_dir(sample.plan), paths=paths, kfp_run_id="kfp-8")
+    assert log_pipeline_run(tracker, bundle) == kfp_run.run_id
+    run = client.get_run(kfp_run.run_id)
+    assert run.data.params["model"] == "as KFP spelt it"  # KFP's, not overwritten (MLflow would refuse)
+    assert run.data.params["plan_id"] == "sample-0001" and run.data.params["kfp_run_id"] == "kfp-8"
+    assert "Chosen shape" in run.data.tags["mlflow.note.content"]
+    assert run.info.start_time == kfp_run.start_time and run.info.status == "RUNNING"
+    assert set(_children(client, exp_id, kfp_run.run_id)) == {"plan", "path: native", "path: kubeflow"}
 
 
 def test_unreachable_server_at_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

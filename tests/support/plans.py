@@ -18,9 +18,29 @@ from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_m
 from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments, serving_spec
 from gpuplace.plandir import PlanDir, write_plan_dir
 from gpuplace.planner.engine import vllm_engine_params
-from gpuplace.types import Inventory
+from gpuplace.types import Distribution, Inventory
 from gpuplace.types.plan import Candidate, Placement, PlacementPlan, Prediction, Slo
 from gpuplace.types.serving import ServingSpec
+
+
+def predicted(
+    ttft: tuple[float, float],
+    tpot: tuple[float, float],
+    *,
+    concurrency: float = 1.0,
+    max_batch: int = 1,
+    memory_per_gpu_gib: float = 1.0,
+    stable: bool = True,
+) -> Prediction:
+    """A plan's prediction known by its (p50, p99) TTFT and TPOT in seconds, as a test states it."""
+    return Prediction(
+        Distribution.from_percentiles(p50=ttft[0], p99=ttft[1]),
+        Distribution.from_percentiles(p50=tpot[0], p99=tpot[1]),
+        concurrency,
+        max_batch,
+        memory_per_gpu_gib,
+        stable,
+    )
 
 
 def sample_plan(
@@ -37,7 +57,9 @@ def sample_plan(
 ) -> PlacementPlan:
     """A plan of ``len(nodes)`` replicas, one per node, each on ``gpus`` whole GPUs of ``gpu`` from index
     ``first_gpu``, over ``link`` (default: nvlink for several GPUs)."""
-    pred = prediction or Prediction(0.2, 0.4, 0.02, 0.03, 1.0, 4, 10.0)
+    pred = prediction or predicted(
+        (0.2, 0.4), (0.02, 0.03), concurrency=1.0, max_batch=4, memory_per_gpu_gib=10.0
+    )
     arch = model_arch_from_config(model, resolve_model(model).config)
     engine = vllm_engine_params(arch, load_gpu_catalog().get(gpu), gpus)
     chosen = Candidate(gpu, "whole", gpus, len(nodes), prediction=pred, verdict="chosen", fit_score=1.0)
@@ -48,7 +70,7 @@ def sample_plan(
     )
     serving = ServingSpec(
         engine="vllm",
-        image="vllm/vllm-openai:v0.11.0",
+        image="vllm/vllm-openai:v0.33.0",
         model=model,
         model_source=model,
         served_model_name=model,
@@ -108,3 +130,37 @@ def write_raw_manifest(root: Path, name: str, text: str) -> None:
 
 def yaml_docs(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def local_plan_dir(root: Path, node: str, *, image: str = "") -> PlanDir:
+    """The real planner's plan for this machine (``plan_local``) written with its objects for the cluster
+    node ``node`` (the testenv's real node), in ``image`` (default: gpuplace's CPU serving image).
+
+    The engine's step time is a stated line (the shape a calibration of ``tiny`` on this CPU fits,
+    tests/unit/test_plan_local.py), not measured here: what uses this plan measures serving, not the
+    prediction. The rate is a third of the line's capacity."""
+    from gpuplace.components.images import CPU_IMAGE
+    from gpuplace.manifests.local import local_kfp_fragments, local_serving_spec, node_manifests
+    from gpuplace.planner.engine import transformers_engine_params
+    from gpuplace.planner.local import LocalTarget, plan_local
+    from gpuplace.planner.request import PlanRequest
+    from gpuplace.types.workload import Traffic
+    from tests.unit.test_plan_local import _capacity, _profile
+
+    arch = model_arch_from_config("tiny", resolve_model("tiny").config)
+    engine = transformers_engine_params(arch, memory_gib=0.0, num_blocks=512)
+    target = LocalTarget(node=node, unit="cpu", steps=_profile(), engine=engine)
+    rate = _capacity(target) / 3
+    request = PlanRequest(
+        model="tiny",
+        slo=Slo(ttft_p99_s=10.0, tpot_p99_s=1.0, rate_rps=rate),
+        traffic=Traffic.parse(128, 32),
+        simulated_requests=300,
+        max_load_share=0.5,
+    )
+    plan = plan_local(arch, target, request)
+    plan = replace(plan, serving=local_serving_spec(plan, image or CPU_IMAGE))
+    kfp = local_kfp_fragments(plan)
+    return write_plan_dir(
+        root, plan, manifests=node_manifests(plan), alternatives={}, kfp=kfp, candidates_md=""
+    )

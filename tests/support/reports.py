@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from gpuplace.types import Distribution
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplace.types import Distribution, PathMetrics
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport
 from gpuplace.types.plan import Slo
 
@@ -37,3 +42,30 @@ def latency_report(
         peak_concurrency=1,
         slo=Slo(ttft_p99_s=1.0, tpot_p99_s=0.1, rate_rps=1.0),
     )
+
+
+def hand_metrics(
+    path: str, *, ttft_p99_s: float = math.nan, tpot_p99_s: float = math.nan, **figures: Any
+) -> PathMetrics:
+    """A path's comparison figures made by hand: every number NaN unless given (``gpus`` 1), TTFT and TPOT
+    measured with the given 99th percentiles (medians equal to them), no prediction."""
+    base: dict[str, Any] = dict.fromkeys(
+        (f for f, t in PathMetrics.__dataclass_fields__.items() if t.type == "float"), math.nan
+    )
+    base.update({"gpus": 1.0, "serving_target": "kubernetes", "completed": 1, "failed": 0, **figures})
+    measured = HandLatency(
+        Distribution.from_percentiles(p50=ttft_p99_s, p99=ttft_p99_s),
+        Distribution.from_percentiles(p50=tpot_p99_s, p99=tpot_p99_s),
+    )
+    return PathMetrics(
+        path=path,
+        provisioning=Distribution.of(()),
+        latency=PredictedVsMeasured.of(None, measured),
+        **base,
+    )
+
+
+@dataclass(frozen=True)
+class HandLatency:
+    ttft: Distribution
+    tpot: Distribution

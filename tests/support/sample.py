@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpuplace.compare.step import PathInput, parse_path_inputs
 from gpuplace.loadtest.io import write_outputs
 from gpuplace.loadtest.metrics import summarize
+from gpuplace.steps.compare import PathInput, parse_path_inputs
 from gpuplace.types import (
     DeploymentRecord,
     DeviceInfo,
@@ -29,8 +29,8 @@ from gpuplace.types import (
     SweepPoint,
 )
 from gpuplace.types.loadtest import RequestResult
-from gpuplace.types.plan import Candidate, PlacementPlan, Prediction, Slo
-from tests.support.plans import sample_plan, write_sample_plan
+from gpuplace.types.plan import Candidate, PlacementPlan, Slo
+from tests.support.plans import predicted, sample_plan, write_sample_plan
 
 SAMPLE_NOTE = "synthetic sample written by tests.support.sample (not a measurement)"
 
@@ -121,7 +121,8 @@ def _sample_plan(slo: Slo) -> PlacementPlan:
             ("L4-24GB", 4, 0.071, "rejected"))  # fmt: skip
     candidates = tuple(
         Candidate(
-            gpu, "whole", 1, n, prediction=Prediction(0.08, 0.15, tpot * 0.85, tpot, 1.0, 8, 30.0),
+            gpu, "whole", 1, n,
+            prediction=predicted((0.08, 0.15), (tpot * 0.85, tpot), max_batch=8, memory_per_gpu_gib=30.0),
             cost_usd_per_hour=n * prices[gpu], verdict=verdict, fit_score=0.95,
         )
         for gpu, n, tpot, verdict in rows
@@ -203,7 +204,7 @@ def write_sample_inputs(
         records = _records(rng, requests, 4.0, ttft, tpot, slow_every)
         report = summarize(records, slo=slo, workload={"rate": 4.0, "arrival": "poisson"})
         lt = out / path / "loadtest"
-        write_outputs(lt, records, report, {}, (SAMPLE_NOTE,))
+        write_outputs(lt, records, report, None, (SAMPLE_NOTE,))
         deployments[path], loadtests[path] = dep_path, lt
     profile_path = None
     if with_profile:

@@ -1,5 +1,7 @@
-"""The layering docs/architecture.md promises, checked on the source: no import circle between rooms,
-heavy libraries only in the rooms that own them, one reader of plan.json, and no oversized module.
+"""The layering docs/architecture.md promises, checked on the source: every room imports only what the
+doc's may-import table allows (the table is parsed from the doc, so the two cannot drift), no import circle
+between rooms, heavy libraries only in the rooms that own them, one reader of plan.json, and no oversized
+module.
 
 Imports inside functions count too: a lazy import is still a dependency.
 """
@@ -7,11 +9,18 @@ Imports inside functions count too: a lazy import is still a dependency.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "gpuplace"
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "src" / "gpuplace"
+DOC = REPO / "docs" / "architecture.md"
 MAX_LINES = 500
+# Always importable: the package root holds only the version.
+ROOT = {"gpuplace", "gpuplace.__version__"}
 
 
 def _modules() -> dict[str, Path]:
@@ -36,6 +45,150 @@ def _imports(path: Path) -> set[str]:
 def _room(module: str) -> str:
     parts = module.split(".")
     return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+# --- the may-import table of docs/architecture.md ---------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One row of the table: its layer, its rooms, the rooms it names, and per-module additions."""
+
+    layer: int
+    rooms: tuple[str, ...]
+    named: set[str]
+    below: bool = False  # "everything below"
+    layers: set[int] = field(default_factory=set)  # "layer N"
+    modules: dict[str, set[str]] = field(default_factory=dict)  # "`step.py` also `x`, `y`"
+
+
+def _name(ticked: str) -> str:
+    """`types/` → gpuplace.types; `errors` → gpuplace.errors; `gpuplace.pipelines` stays."""
+    ticked = ticked.rstrip("/")
+    return ticked if ticked.startswith("gpuplace.") else f"gpuplace.{ticked}"
+
+
+def parse_table(text: str) -> list[Row]:
+    """The rows of the table under '## The rooms, bottom up' (layer | room | owns | may import)."""
+    section = text.split("## The rooms, bottom up", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].isdigit():
+            continue  # the header, its rule, and the prose around the table
+        layer, rooms, _, may = cells
+        parts = may.split(";")
+        row = Row(int(layer), tuple(_name(n) for n in re.findall(r"`([^`]+)`", rooms)), set())
+        row.below = "everything below" in parts[0]
+        row.layers = {int(n) for n in re.findall(r"layer (\d+)", parts[0])}
+        row.named = {_name(n) for n in re.findall(r"`([^`]+)`", parts[0])}
+        for part in parts[1:]:
+            who, _, what = part.partition(" also ")
+            assert what, f"layer {layer}: a ';' part must read '`module.py` also `room`, ...': {part!r}"
+            for module in re.findall(r"`([^`]+)\.py`", who):
+                row.modules[module] = {_name(n) for n in re.findall(r"`([^`]+)`", what)}
+        rows.append(row)
+    return rows
+
+
+class Map:
+    """What each room (and module) may import under the table: the rooms it names, and what those may."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows = rows
+        self.row_of = {room: r for r in rows for room in r.rooms}
+        self._closure: dict[str, set[str]] = {}
+
+    def named(self, row: Row) -> set[str]:
+        rooms = set(row.named)
+        rooms |= {room for r in self.rows if (row.below and r.layer < row.layer) or r.layer in row.layers
+                  for room in r.rooms}  # fmt: skip
+        return rooms
+
+    def closure(self, rooms: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for room in rooms:
+            if room not in self._closure:
+                self._closure[room] = (
+                    set()
+                )  # a circle in the doc stops here; test_the_table_is_layered says so
+                row = self.row_of.get(room)
+                self._closure[room] = {room} | (self.closure(self.named(row)) if row else set())
+            out |= self._closure[room]
+        return out
+
+    def allowed(self, module: str) -> set[str]:
+        row = self.row_of[_room(module)]
+        extra = row.modules.get(module.rsplit(".", 1)[-1], set())
+        return {_room(module)} | self.closure(self.named(row) | extra)
+
+
+def violations(table: Map, modules: dict[str, Path]) -> list[str]:
+    """'module imports room' for each import the table does not allow, and each room without a row."""
+    out = []
+    for name, path in sorted(modules.items()):
+        if name in ROOT:
+            continue
+        if _room(name) not in table.row_of:
+            out.append(f"{name}: room {_room(name)} has no row in the table")
+            continue
+        rooms = {_room(i) for i in _imports(path) if i.startswith("gpuplace.") and i not in ROOT}
+        out += [f"{name} imports {room}" for room in sorted(rooms - table.allowed(name))]
+    return out
+
+
+def test_every_room_imports_only_what_the_table_allows() -> None:
+    table = Map(parse_table(DOC.read_text()))
+    bad = violations(table, _modules())
+    assert not bad, "imports docs/architecture.md's table does not allow:\n" + "\n".join(bad)
+
+
+def test_the_table_is_layered_and_names_only_rooms_that_exist() -> None:
+    rows = parse_table(DOC.read_text())
+    table = Map(rows)
+    assert len(rows) >= 20 and len(table.row_of) == sum(len(r.rooms) for r in rows)  # each room once
+    existing = {_room(m) for m in _modules()}
+    assert set(table.row_of) - existing == set(), "rows for rooms that do not exist"
+    for row in rows:
+        for room in row.named | {r for extra in row.modules.values() for r in extra}:
+            if room in table.row_of:  # a room names only rooms of lower layers: no circle in the doc
+                assert table.row_of[room].layer < row.layer, f"{row.rooms} (layer {row.layer}) names {room}"
+            else:  # outside src/: the wheel maps pipelines/ and components/ into the namespace
+                assert room in ("gpuplace.pipelines", "gpuplace.components"), f"{row.rooms} names {room}"
+        for module in row.modules:
+            assert any((SRC / r.removeprefix("gpuplace.") / f"{module}.py").is_file() for r in row.rooms), (
+                module
+            )
+
+
+def test_the_table_check_catches_an_edge_the_table_does_not_allow(tmp_path: Path) -> None:
+    doc = """## The rooms, bottom up
+| layer | room | owns | may import |
+|---|---|---|---|
+| 0 | `errors` | errors | standard library |
+| 1 | `types/` | types | layer 0 |
+| 2 | `planner/` | planning | `types`; `step.py` also `k8s` |
+| 3 | `k8s/` | the API | `types` |
+| 4 | `cli/` | commands | everything below |
+"""
+    table = Map(parse_table(doc))
+    files = {
+        "gpuplace.types.plan": "from gpuplace.errors import InvalidInput\n",  # layer 0 through types: fine
+        "gpuplace.planner.search": "import gpuplace.k8s.api\n",  # only step.py may
+        "gpuplace.planner.step": "from gpuplace.k8s import api\nfrom gpuplace.errors import X\n",
+        "gpuplace.k8s.api": "def f():\n    from gpuplace.planner import search\n",  # upward, lazily
+        "gpuplace.cli.plan": "from gpuplace.planner.step import run\nfrom gpuplace import __version__\n",
+        "gpuplace.fgd.replay": "",  # a room without a row
+    }
+    modules = {}
+    for name, text in files.items():
+        modules[name] = tmp_path / f"{name}.py"
+        modules[name].write_text(text)
+    assert violations(table, modules) == [
+        "gpuplace.fgd.replay: room gpuplace.fgd has no row in the table",
+        "gpuplace.k8s.api imports gpuplace.planner",
+        "gpuplace.planner.search imports gpuplace.k8s",
+    ]
 
 
 def test_no_import_circle_between_rooms() -> None:
@@ -70,23 +223,138 @@ def test_heavy_libraries_stay_in_their_rooms() -> None:
     assert {_room(m) for m in _importers("mlflow")} <= {"gpuplace.tracking"}
     assert {_room(m) for m in _importers("kfp") | _importers("gpuplace.pipelines")} <= {"gpuplace.jobs"}
     pure = [m for m in _modules() if _room(m) in ("gpuplace.planner", "gpuplace.manifests", "gpuplace.types")]
-    pure = [m for m in pure if not m.endswith((".step", ".fragbench"))]
     for heavy in ("torch", "kubernetes", "mlflow", "aiohttp", "urllib.request", "requests"):
         offenders = sorted(set(pure) & _importers(heavy))
         assert not offenders, f"{heavy} imported by pure modules {offenders}"
 
 
+def _parses_json(path: Path) -> bool:
+    """Whether the module calls ``json.load``/``json.loads`` (as ``json.x``, or imported by name)."""
+    tree = ast.parse(path.read_text())
+    by_name = {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "json"
+        for a in node.names
+        if a.name in ("load", "loads")
+    }
+    calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    return any(
+        (isinstance(f, ast.Name) and f.id in by_name)
+        or (
+            isinstance(f, ast.Attribute)
+            and f.attr in ("load", "loads")
+            and isinstance(f.value, ast.Name)
+            and f.value.id == "json"
+        )
+        for f in calls
+    )
+
+
+def _plan_json_readers(modules: dict[str, Path]) -> list[str]:
+    return sorted(
+        name
+        for name, path in modules.items()
+        if name != "gpuplace.plandir"
+        and ("plan.json" in (text := path.read_text()) or "PLAN_FILE" in text)
+        and _parses_json(path)
+    )
+
+
 def test_plan_json_has_one_reader() -> None:
-    readers = []
-    for name, path in _modules().items():
-        text = path.read_text()
-        if (
-            ("plan.json" in text or "PLAN_FILE" in text)
-            and "json.loads" in text
-            and name != "gpuplace.plandir"
-        ):
-            readers.append(name)
+    readers = _plan_json_readers(_modules())
     assert not readers, f"plan.json is read outside gpuplace.plandir: {readers}"
+
+
+def test_the_plan_json_check_sees_every_way_of_parsing(tmp_path: Path) -> None:
+    """The check above must not be fooled by ``json.load(f)`` or a by-name import."""
+    ways = {
+        "loads": "import json\njson.loads(open('plan.json').read())\n",
+        "load": "import json\nwith open('plan.json') as f:\n    json.load(f)\n",
+        "by_name": "from json import load as rd\nfrom gpuplace import plandir\nrd(open(plandir.PLAN_FILE))\n",
+        "none": "from gpuplace.plandir import PLAN_FILE\nprint(PLAN_FILE)\n",
+    }
+    modules = {}
+    for name, text in ways.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        modules[f"gpuplace.fake.{name}"] = tmp_path / f"{name}.py"
+    assert _plan_json_readers(modules) == [
+        "gpuplace.fake.by_name",
+        "gpuplace.fake.load",
+        "gpuplace.fake.loads",
+    ]
+
+
+def _literals(path: Path) -> list[str]:
+    """The string constants of a module's code (docstrings left out), f-string pieces included."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_gpu_resource_names_are_spelled_only_in_labels() -> None:
+    """``nvidia.com/gpu`` and ``nvidia.com/mig-<profile>`` as values come from gpuplace.labels (prose that
+    mentions them is fine)."""
+    from gpuplace import labels
+
+    spelled = {
+        name
+        for name, path in _modules().items()
+        if name != "gpuplace.labels"
+        and any(v == labels.GPU_RESOURCE or v.startswith(labels.MIG_RESOURCE_PREFIX) for v in _literals(path))
+    }
+    assert not spelled, f"GPU resource names written outside gpuplace.labels: {sorted(spelled)}"
+
+
+# Multiplications and divisions by a thousand that are not seconds <-> milliseconds: CPU millicores and
+# GPU milli-shares (Kubernetes' and the Alibaba trace's units), and GPU-hours per 1k requests.
+NOT_TIME = {
+    "gpuplace.compare.metrics": {"gpus * (wall_s / 3600.0) / completed * 1000.0"},
+    "gpuplace.inventory.alibaba": {"self.num_gpu * self.gpu_milli / 1000"},
+    "gpuplace.inventory.cluster": {"pod_cpu_request(pod) * 1000"},
+    "gpuplace.fgd.bench": {"n.cpu_cores * 1000"},
+    "gpuplace.fgd.paperworkload": {"x * total_gpus * 1000"},
+    "gpuplace.planner.placement": {"(node.cpu_cores - node.cpu_allocated) * 1000"},
+}
+
+
+def _thousands(path: Path) -> set[str]:
+    """The source of every ``x * 1000``, ``x / 1e3``, ``1e-3 * x``... in a module."""
+
+    def by_thousand(node: ast.expr) -> bool:
+        return (
+            isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value in (1000, 1e-3)
+        )
+
+    return {
+        ast.unparse(node)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mult | ast.Div)
+        and (by_thousand(node.left) or by_thousand(node.right))
+    }
+
+
+def test_seconds_become_milliseconds_only_in_units() -> None:
+    """Seconds are converted to milliseconds and back by gpuplace.units (to_ms, ms, seconds) alone."""
+    written = {
+        f"{name}: {expr}"
+        for name, path in _modules().items()
+        if name != "gpuplace.units"
+        for expr in _thousands(path) - NOT_TIME.get(name, set())
+    }
+    assert not written, "convert through gpuplace.units: " + "; ".join(sorted(written))
 
 
 def test_no_module_over_the_size_limit() -> None:

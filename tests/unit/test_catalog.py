@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpuplace.catalog import CATALOG_VERSION, GpuCatalog, load_gpu_catalog
-from gpuplace.catalog.gpus import DATA_DIR, GPU_CATALOG_ENV, GPU_COLUMNS, MIG_COLUMNS
+from gpuplace.catalog.gpus import DATA_DIR, FORM_FACTORS, GPU_CATALOG_ENV, GPU_COLUMNS, MIG_COLUMNS
 from gpuplace.errors import InvalidInput, UnknownName
 
 GPUS_CSV = DATA_DIR / "gpus.csv"
@@ -94,7 +94,7 @@ def test_figures_that_must_be_positive_are(catalog: GpuCatalog) -> None:
         assert gpu.pcie_lanes > 0, gpu.name
         assert gpu.bf16_tflops >= 0, gpu.name
         assert gpu.nvlink_gbps >= 0, gpu.name
-        assert gpu.form_factor in ("sxm2", "sxm4", "sxm5", "pcie"), gpu.name
+        assert gpu.form_factor in FORM_FACTORS, gpu.name
         assert gpu.compute_capability.count(".") == 1, gpu.name
 
 
@@ -134,7 +134,7 @@ def test_mig_profiles_fit_their_gpu(catalog: GpuCatalog) -> None:
             assert p.name.startswith(f"{p.compute_slices}g."), where
 
 
-def test_mig_capable_gpus_are_exactly_the_datacenter_amperes_and_hoppers(catalog: GpuCatalog) -> None:
+def test_mig_capable_gpus_are_the_datacenter_amperes_hoppers_and_blackwells(catalog: GpuCatalog) -> None:
     mig = {g.name for g in catalog if g.mig_capable}
 
     assert mig == {
@@ -146,8 +146,66 @@ def test_mig_capable_gpus_are_exactly_the_datacenter_amperes_and_hoppers(catalog
         "H100-PCIE-80GB",
         "H100-NVL-94GB",
         "H200-SXM-141GB",
+        "B200-SXM-180GB",
+        "B300-SXM-288GB",
+        "GB200-NVL72-186GB",
+        "RTX-PRO-6000-BW-96GB",
     }
     assert {p.name for p in catalog.get("A100-SXM4-80GB").mig_profiles} >= {"1g.10gb", "3g.40gb", "7g.80gb"}
+    # the RTX PRO 6000 splits into 4 slices, not 7
+    assert {p.name: p.max_instances for p in catalog.get("RTX-PRO-6000-BW-96GB").mig_profiles} == {
+        "1g.24gb": 4,
+        "2g.48gb": 2,
+        "4g.96gb": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "memory_gib", "bandwidth", "bf16", "fp8", "domain"),
+    [
+        ("B200", 179.1, 7700, 2250, 4500, 8),
+        ("B300", 268.0, 7700, 2250, 4500, 8),
+        ("GB200", 185.0, 8000, 2500, 5000, 72),
+        ("RTX PRO 6000 Blackwell", 95.6, 1597, 468, 936, 1),
+    ],
+)
+def test_blackwell_gpus_carry_their_datasheet_figures(
+    catalog: GpuCatalog, name: str, memory_gib: float, bandwidth: float, bf16: float, fp8: float, domain: int
+) -> None:
+    gpu = catalog.get(name)
+
+    assert gpu.architecture == "blackwell"
+    assert (gpu.memory_gib, gpu.hbm_bandwidth_gbps, gpu.bf16_tflops, gpu.fp8_tflops) == (
+        memory_gib,
+        bandwidth,
+        bf16,
+        fp8,
+    )
+    assert gpu.nvlink_domain == domain
+    assert gpu.mig_capable and gpu.price_usd_per_hour > 0
+
+
+def test_fp8_tensor_cores_exactly_on_ada_hopper_and_blackwell(catalog: GpuCatalog) -> None:
+    for gpu in catalog:
+        if gpu.architecture in ("ada", "hopper", "blackwell"):
+            assert gpu.fp8_tflops >= 2 * gpu.bf16_tflops * 0.99, gpu.name  # FP8 is twice the bf16 rate
+            assert gpu.peak_tflops("fp8") == gpu.fp8_tflops
+        else:
+            assert gpu.fp8_tflops == 0, gpu.name
+
+
+def test_nvlink_domain_is_catalog_data_with_a_derived_default(catalog: GpuCatalog, tmp_path: Path) -> None:
+    assert catalog.get("GB200").nvlink_domain == 72  # one NVLink domain across the rack's nodes
+    assert catalog.get("H100-SXM5-80GB").nvlink_domain == 8
+    assert catalog.get("A100-PCIE-80GB").nvlink_domain == 2  # bridged pairs
+    assert catalog.get("L4").nvlink_domain == 1
+    # a user's catalog from before the column existed: derived from the form factor, no FP8
+    columns = [c for c in GPU_COLUMNS if c not in ("fp8_tflops", "nvlink_domain_gpus")]
+    rows = [{c: r[c] for c in columns} for r in _rows(GPUS_CSV)]
+    old = load_gpu_catalog(_write(tmp_path / "gpus.csv", rows, columns))
+    assert old.get("H100-SXM5-80GB").nvlink_domain == 8
+    assert old.get("GB200").nvlink_domain == 8  # the rack's domain is only known from the column
+    assert old.get("H100-SXM5-80GB").fp8_tflops == 0
 
 
 def test_every_mig_row_names_a_gpu_in_the_catalog(catalog: GpuCatalog) -> None:
@@ -182,7 +240,7 @@ def test_get_reports_the_callers_field(catalog: GpuCatalog) -> None:
 
 
 def test_find_returns_none_for_unknown(catalog: GpuCatalog) -> None:
-    assert catalog.find("B200") is None
+    assert catalog.find("B100") is None
 
 
 @pytest.mark.parametrize(
@@ -200,6 +258,11 @@ def test_find_returns_none_for_unknown(catalog: GpuCatalog) -> None:
         ("NVIDIA GeForce RTX 3090", "RTX-3090-24GB"),
         ("NVIDIA H100 NVL", "H100-NVL-94GB"),
         ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"),
+        ("NVIDIA B200", "B200-SXM-180GB"),
+        ("NVIDIA-B200", "B200-SXM-180GB"),
+        ("NVIDIA GB200", "GB200-NVL72-186GB"),  # not B200: aliases match whole words only
+        ("NVIDIA B300 SXM6 AC", "B300-SXM-288GB"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000-BW-96GB"),
     ],
 )
 def test_match_device_maps_reported_names(catalog: GpuCatalog, reported: str, expected: str) -> None:
@@ -221,7 +284,7 @@ def test_match_device_memory_rules_out_a_variant_of_other_size(catalog: GpuCatal
     assert catalog.match_device("Tesla V100-SXM2-32GB-LS", memory_gib=15.8) is None
 
 
-@pytest.mark.parametrize("reported", ["NVIDIA B200", "NVIDIA A10G", "NVIDIA L40", "AMD Instinct MI300X", ""])
+@pytest.mark.parametrize("reported", ["NVIDIA B100", "NVIDIA A10G", "NVIDIA L40", "AMD Instinct MI300X", ""])
 def test_match_device_returns_none_for_an_unknown_gpu(catalog: GpuCatalog, reported: str) -> None:
     # A10G and L40 are near misses: "A10" and "L4" must match whole words only.
     assert catalog.match_device(reported) is None
@@ -361,7 +424,7 @@ def test_row_with_an_unquoted_comma_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "gpus.csv"
     path.write_text("\n".join(lines) + "\n")
 
-    with pytest.raises(InvalidInput, match=r"^gpus\.csv:2=18: has 18 cells but the header has 17"):
+    with pytest.raises(InvalidInput, match=r"^gpus\.csv:2=20: has 20 cells but the header has 19"):
         load_gpu_catalog(path)
 
 

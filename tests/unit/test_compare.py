@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -15,9 +16,8 @@ from gpuplace.compare.metrics import (
     fleet_after,
     gpu_hours_per_1k_requests,
     held_gpus,
-    latency_predictability,
-    mean_abs_prediction_error,
     monthly_cost_usd,
+    path_metrics,
     provisioning_s,
     sla_breach_cost_usd_per_month,
     sla_breaches_per_month,
@@ -28,8 +28,9 @@ from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory import load_inventory
 from gpuplace.types import DeploymentRecord, PodRecord
 from gpuplace.types.compare import Comparison, PathMetrics
-from gpuplace.types.plan import Prediction
-from tests.support.plans import sample_plan
+from gpuplace.types.plan import PlacementPlan, Slo
+from tests.support.plans import predicted, sample_plan
+from tests.support.reports import hand_metrics
 from tests.support.reports import latency_report as _report
 
 SPEC = sample_plan().serving
@@ -62,12 +63,13 @@ def _deployment(
     return DeploymentRecord(target, "d", "ns", "http://x", "m", True, pods, serving=SPEC, served_on=served_on)
 
 
-def _metrics(path: str, **figures: float) -> PathMetrics:
-    base = dict.fromkeys(
-        (f for f, t in PathMetrics.__dataclass_fields__.items() if t.type == "float"), math.nan
+_metrics = hand_metrics
+
+
+def path_metrics_of(result: PathResult, plan: PlacementPlan | None) -> PathMetrics:
+    return path_metrics(
+        result, plan=plan, fleet=None, catalog=None, fragmentation=None, penalty_usd_per_breach=1.0
     )
-    base.update({"gpus": 1.0, **figures})
-    return PathMetrics(path=path, serving_target="kubernetes", completed=1, failed=0, **base)  # type: ignore[arg-type]
 
 
 # --- per-path metrics ---------------------------------------------------------------------------
@@ -94,12 +96,21 @@ def test_sla_breaches_and_their_cost() -> None:
 def test_prediction_error_and_predictability() -> None:
     rep = _report([0.2] * 10, [0.03] * 10)
     # TTFT p99 0.2 vs 0.1 predicted: +100 %; TPOT 0.03 vs 0.04: −25 % → mean |error| 0.625
-    predicted = Prediction(0.1, 0.1, 0.04, 0.04, 1.0, 1, 1.0)  # p50s are not part of this figure
-    assert mean_abs_prediction_error(rep, predicted) == pytest.approx(0.625)
-    assert math.isnan(mean_abs_prediction_error(rep, None))
+    plan = replace(
+        sample_plan(), chosen=replace(sample_plan().chosen, prediction=predicted((0.1, 0.1), (0.04, 0.04)))
+    )
+    m = path_metrics_of(PathResult("native", _deployment([5.0], served_on=plan.chosen.unit), rep), plan=plan)
+    assert m.prediction_error == pytest.approx(0.625)  # p50s are not part of this figure
+    assert m.latency.error("ttft", 99) == pytest.approx(1.0) and m.latency.error("tpot", 99) == pytest.approx(
+        -0.25
+    )
+    assert math.isnan(
+        path_metrics_of(PathResult("native", _deployment([5.0]), rep), plan=None).prediction_error
+    )
     rep2 = _report([1.0, 1.0, 1.0, 3.0], [0.01] * 4)
     ttft_ratio = rep2.ttft.p50 / rep2.ttft.p99
-    assert latency_predictability(rep2) == pytest.approx((ttft_ratio + 1.0) / 2)
+    m2 = path_metrics_of(PathResult("native", _deployment([5.0]), rep2), plan=None)
+    assert m2.latency_predictability == pytest.approx((ttft_ratio + 1.0) / 2)
 
 
 def test_fleet_after_and_cost_of_held_gpus() -> None:
@@ -164,10 +175,15 @@ def test_prediction_error_only_for_the_device_it_predicts() -> None:
         weights={"tpot_p99": 1.0},
     )
     native, kubeflow = on_cpu.path("native"), on_cpu.path("kubeflow")
-    assert math.isnan(native.prediction_error) and math.isnan(native.ttft_p99_error)
-    assert native.predicted_ttft_p99_s == pytest.approx(0.4) and native.prediction_for == "H100-SXM5-80GB"
+    assert math.isnan(native.prediction_error) and math.isnan(native.latency.error("ttft", 99))
+    assert not native.latency.applies and kubeflow.latency.applies
+    assert (
+        native.latency.ttft.predicted.p99 == pytest.approx(0.4) and native.prediction_for == "H100-SXM5-80GB"
+    )
+    assert math.isnan(native.figures()["ttft_p99_error"]) and native.figures()["predicted_ttft_p99_s"] == 0.4
     assert any("served on cpu" in n for n in native.notes)
-    assert kubeflow.ttft_p99_error == pytest.approx(0.0) and kubeflow.tpot_p99_error == pytest.approx(0.0)
+    assert kubeflow.latency.error("ttft", 99) == pytest.approx(0.0)
+    assert kubeflow.latency.error("tpot", 99) == pytest.approx(0.0)
 
 
 def test_different_serving_specs_refuse_a_verdict() -> None:
@@ -178,7 +194,7 @@ def test_different_serving_specs_refuse_a_verdict() -> None:
     with pytest.raises(IncomparablePaths) as refused:
         compare_paths([PathResult("native", _deployment([5.0]), rep), PathResult("kubeflow", other, rep)])
     text = str(refused.value)
-    assert "image: 'vllm/vllm-openai:v0.11.0' ≠ 'other:1'" in text and "replicas: 1 ≠ 2" in text
+    assert "image: 'vllm/vllm-openai:v0.33.0' ≠ 'other:1'" in text and "replicas: 1 ≠ 2" in text
     assert refused.value.exit_status == 1
     unsaid = replace(_deployment([5.0]), serving=None)
     with pytest.raises(IncomparablePaths, match="record of the kubeflow path does not say"):
@@ -364,3 +380,21 @@ def test_comparison_json_round_trips_with_the_plan() -> None:
     )
     assert back.roi is not None and back.roi.multiple == pytest.approx(c.roi.multiple)  # type: ignore[union-attr]
     assert back.plan == plan and back.plan.gpu_count == 2
+    # the SLO is the one Slo type, not a mapping of names to NaN: what the reports judged, round-tripped
+    assert isinstance(c.slo, Slo) and c.slo == Slo(ttft_p99_s=1.0, tpot_p99_s=0.1, rate_rps=1.0)
+    assert back.slo == c.slo
+
+
+def test_comparison_slo_keeps_an_unset_bound_unset() -> None:
+    """A report judged by p99 TPOT only: the comparison's SLO has no TTFT bound (None, never NaN), and
+    comparison.json writes it as null."""
+    tpot_only = replace(_report([0.1] * 4, [0.01] * 4), slo=Slo(tpot_p99_s=0.05))
+    results = [
+        PathResult("native", _deployment([5.0]), tpot_only),
+        PathResult("kubeflow", _deployment([8.0]), tpot_only),
+    ]
+    c = compare_paths(results, plan=None, penalty_usd_per_breach=1.0)
+    assert c.slo.ttft_p99_s is None and c.slo.tpot_p99_s == 0.05
+    data = json.loads(json.dumps(c.to_json_dict(), allow_nan=False))
+    assert data["slo"] == {"ttft_p99_s": None, "tpot_p99_s": 0.05, "rate_rps": None}
+    assert Comparison.from_json_dict(data).slo == c.slo

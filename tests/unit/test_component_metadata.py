@@ -54,3 +54,21 @@ def test_component_is_a_thin_adapter(folder: Path) -> None:
     body = function.body[1:] if isinstance(function.body[0], ast.Expr) else function.body  # the docstring
     lines = body[-1].end_lineno - body[0].lineno + 1  # type: ignore[operator]
     assert lines <= 30, f"{folder.name}: the component's body is {lines} lines"
+
+
+def test_the_fit_threshold_has_one_default() -> None:
+    """The plan_placement component spells its default in its signature (only kfp at its top); it, the
+    CLI's and the library's are the one DEFAULT_FIT_THRESHOLD."""
+    import inspect
+
+    from gpuplace.cli import build_parser
+    from gpuplace.components.placement.plan_placement import plan_placement
+    from gpuplace.planner.request import PlanRequest
+    from gpuplace.types.plan import DEFAULT_FIT_THRESHOLD
+
+    signature = inspect.signature(plan_placement.python_func)
+    assert signature.parameters["fit_threshold"].default == DEFAULT_FIT_THRESHOLD
+    flags = ["--model", "tiny", "--slo-tpot-ms", "50", "--slo-ttft-ms", "2000", "--rate", "1", "--out", "p"]
+    args = build_parser().parse_args(["plan", *flags])
+    assert args.fit_threshold == DEFAULT_FIT_THRESHOLD
+    assert PlanRequest.__dataclass_fields__["fit_threshold"].default == DEFAULT_FIT_THRESHOLD

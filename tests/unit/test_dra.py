@@ -24,7 +24,7 @@ from gpuplace.k8s.dra import (
     device_plugin_gpus,
 )
 from gpuplace.manifests import ServingOptions, build_manifests
-from gpuplace.manifests.builders import claim_locality, resource_claim_template
+from gpuplace.manifests.dra_claims import claim_locality, resource_claim_template
 from gpuplace.testenv import dra as testenv_dra
 from gpuplace.types.plan import PlacementPlan
 

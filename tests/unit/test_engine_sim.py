@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import deque
 
 import pytest
 
@@ -18,6 +17,7 @@ from gpuplace.planner.replica import ReplicaModel, TrafficShape, fluid_capacity_
 from gpuplace.planner.steptime import StepTimeModel, causal_pairs
 from gpuplace.types.engine import EngineParams
 from gpuplace.workload import LengthDist, RequestSpec
+from tests.support.v1_rules import V1State, schedule_step
 
 # 10 ms per step plus 1 ms per token: hand-countable
 FLAT = StepTimeModel(fixed_s=0.010, per_token_s=0.001)
@@ -55,7 +55,7 @@ def test_one_request_alone_is_one_prefill_step_then_one_step_per_token() -> None
     assert result.steps == 5
     assert result.preemptions == 0
     pred = result.to_prediction(memory_per_gpu_gib=1.5)
-    assert (pred.ttft_p50_s, pred.tpot_p99_s, pred.max_batch, pred.stable) == pytest.approx(
+    assert (pred.ttft.p50, pred.tpot.p99, pred.max_batch, pred.stable) == pytest.approx(
         (0.020, 0.011, 1, True)
     )
     assert pred.concurrency == pytest.approx(result.throughput_rps * result.e2e.mean)
@@ -84,18 +84,72 @@ def test_a_saturated_token_budget_chunks_and_mixes_prefills_into_decode_steps() 
 
 
 def test_a_full_kv_cache_preempts_the_newest_request_and_recomputes_it() -> None:
-    # 4 blocks of 2 tokens; A and B (3 prompt + 4 output tokens) arrive together.
+    # 4 usable blocks of 2 tokens (5, one of them vLLM's null block); A and B (3 prompt + 4 output
+    # tokens) arrive together.
     # step 1: both prefill (2 blocks each, cache full), 16 ms; step 2: both decode into their 2nd block,
     # 12 ms; step 3: A needs a 3rd block → B (newest) is preempted, A decodes alone, 11 ms;
-    # step 4: A decodes (done); B's 5-token recompute needs 3 blocks, 1 free → waits, 11 ms;
+    # step 4: A decodes (done); B's 5-token recompute needs 3 blocks, 0 free → waits, 11 ms;
     # step 5: B recomputes prompt + its 2 tokens and samples its 3rd, 15 ms; step 6: B's last, 11 ms.
-    result = run([RequestSpec(i, 0.0, 3, 4) for i in range(2)], engine(block=2, blocks=4))
+    result = run([RequestSpec(i, 0.0, 3, 4) for i in range(2)], engine(block=2, blocks=5))
 
     a, b = result.requests
     assert (a.first_token_s, a.finish_s, a.preemptions) == pytest.approx((0.016, 0.050, 0))
     assert (b.first_token_s, b.finish_s, b.preemptions) == pytest.approx((0.016, 0.076, 1))
     assert result.preemptions == 1
     assert result.steps == 6
+
+
+def test_the_trace_records_each_step_as_the_scheduler_chose_it() -> None:
+    # the two cases above, step by step: decodes, prefill chunks (request, tokens), preemptions
+    budget = run([RequestSpec(i, 0.0, 6, 2) for i in range(3)], engine(budget=8), trace=True)
+    full = run([RequestSpec(i, 0.0, 3, 4) for i in range(2)], engine(block=2, blocks=5), trace=True)
+
+    assert [(s.decodes, s.prefills, s.preempted) for s in budget.trace] == [
+        ((), ((0, 6), (1, 2)), ()),
+        ((0,), ((1, 4), (2, 3)), ()),
+        ((1,), ((2, 3),), ()),
+        ((2,), (), ()),
+    ]
+    assert [s.start_s for s in budget.trace] == pytest.approx([0.0, 0.018, 0.036, 0.050])
+    assert [(s.decodes, s.prefills, s.preempted) for s in full.trace] == [
+        ((), ((0, 3), (1, 3)), ()),
+        ((0, 1), (), ()),
+        ((0,), (), (1,)),
+        ((0,), (), ()),
+        ((), ((1, 5),), ()),
+        ((1,), (), ()),
+    ]
+
+
+def test_tracing_steps_through_decode_spans_without_changing_the_timeline() -> None:
+    reqs = _workload(5, 200, 30.0, 50, 30)
+    eng = engine(budget=32, seqs=8, block=4, blocks=60)
+
+    fast = run(reqs, eng, ROOFLINE_LIKE)
+    traced = run(reqs, eng, ROOFLINE_LIKE, trace=True)
+
+    assert traced.steps == fast.steps == len(traced.trace)
+    assert not fast.trace
+    for a, b in zip(fast.requests, traced.requests, strict=True):
+        assert (a.first_token_s, a.finish_s, a.preemptions) == pytest.approx(
+            (b.first_token_s, b.finish_s, b.preemptions), rel=1e-9
+        )
+    assert sum(len(s.preempted) for s in traced.trace) == traced.preemptions > 0
+
+
+def test_a_request_is_admitted_only_when_its_whole_prompt_fits_the_cache() -> None:
+    # vLLM 0.33 (scheduler_reserve_full_isl): 10 usable blocks of 4 tokens, budget 8. A (8-token prompt,
+    # 12 output) prefills in step 1 (18 ms) and decodes alone in steps 2-12 (11 ms each): it holds 3-5
+    # blocks, so B's 32-token prompt (8 blocks) never fits beside it, though its first 7-token chunk
+    # would. B starts when A is done (139 ms): four 8-token chunks (18 ms each), then its decode.
+    # Admitting on the first chunk alone would have preempted B in step 6, when A needs its 4th block.
+    reqs = [RequestSpec(0, 0.0, 8, 12), RequestSpec(1, 0.0, 32, 2)]
+    result = run(reqs, engine(budget=8, block=4, blocks=11))
+
+    a, b = result.requests
+    assert a.finish_s == pytest.approx(0.018 + 11 * 0.011)
+    assert (b.first_token_s, b.finish_s) == pytest.approx((0.139 + 4 * 0.018, 0.139 + 4 * 0.018 + 0.011))
+    assert result.preemptions == 0
 
 
 def test_max_num_seqs_holds_later_requests_back() -> None:
@@ -202,105 +256,52 @@ def test_bad_input_is_refused_with_the_field_named() -> None:
 def reference(
     reqs: list[RequestSpec], eng: EngineParams, model: StepTimeModel, concurrency: int | None = None
 ):
-    """vLLM V1 FCFS, step by step: returns [(first, finish, preemptions)] in request order."""
+    """vLLM 0.33's V1 FCFS, step by step: returns [(first, finish, preemptions)] in request order."""
     n = len(reqs)
-    prompt = [r.prompt_tokens for r in reqs]
-    out = [r.output_tokens for r in reqs]
+    st = V1State.of([r.prompt_tokens for r in reqs], [r.output_tokens for r in reqs])
     if concurrency is None:
         arrival = [r.arrival_s for r in reqs]
     else:
         arrival = [0.0 if i < concurrency else math.nan for i in range(n)]
-    need, computed, gen, held, pre = list(prompt), [0] * n, [0] * n, [0] * n, [0] * n
     first, finish = [math.nan] * n, [math.nan] * n
-    decoding: set[int] = set()
-    running: list[int] = []
-    waiting: deque[int] = deque()
-    bs, cap = eng.block_size, eng.num_gpu_blocks
     t, nxt = 0.0, 0
     released = concurrency if concurrency is not None else n
 
-    def blocks(tokens: int) -> int:
-        return -(-tokens // bs)
-
     while True:
-        if concurrency is None:
-            while nxt < n and arrival[nxt] <= t:
-                waiting.append(nxt)
-                nxt += 1
-        else:
-            while nxt < released:
-                waiting.append(nxt)
-                nxt += 1
-        if not running and not waiting:
+        while nxt < released and (concurrency is not None or arrival[nxt] <= t):
+            st.waiting.append(nxt)
+            nxt += 1
+        if not st.running and not st.waiting:
             if concurrency is not None or nxt >= n:
                 break
             t = arrival[nxt]
             continue
-        budget, free = eng.max_num_batched_tokens, cap - sum(held[i] for i in running)
-        sched: list[tuple[int, int]] = []
-        preempted = False
-        for i in list(running):
-            if i not in running:
-                continue
-            if i in decoding:
-                tokens, want = 1, blocks(prompt[i] + gen[i])
-            else:
-                tokens = min(need[i] - computed[i], budget)
-                want = blocks(computed[i] + tokens)
-            while want - held[i] > free:
-                v = running.pop()
-                free += held[v]
-                held[v] = 0
-                decoding.discard(v)
-                need[v], computed[v] = prompt[v] + gen[v], 0
-                pre[v] += 1
-                waiting.appendleft(v)
-                preempted = True
-                if v == i:
-                    break
-            if i not in running:
-                break
-            free -= want - held[i]
-            held[i] = want
-            budget -= tokens
-            sched.append((i, tokens))
-        if not preempted:
-            while waiting and budget > 0 and len(running) < eng.max_num_seqs:
-                i = waiting[0]
-                tokens = min(need[i], budget)
-                if blocks(tokens) > free:
-                    break
-                waiting.popleft()
-                running.append(i)
-                free -= blocks(tokens)
-                held[i] = blocks(tokens)
-                budget -= tokens
-                sched.append((i, tokens))
-        dec = [i for i, _ in sched if i in decoding]
-        chunks = [(i, k) for i, k in sched if i not in decoding]
-        ctx = sum(prompt[i] + gen[i] for i in dec)
-        pairs = sum(causal_pairs(computed[i], k) for i, k in chunks)
-        done = [i for i, k in chunks if computed[i] + k >= need[i]]
+        sched, _ = schedule_step(st, eng)
+        dec = [i for i, _ in sched if i in st.decoding]
+        chunks = [(i, k) for i, k in sched if i not in st.decoding]
+        ctx = sum(st.prompt[i] + st.generated[i] for i in dec)
+        pairs = sum(causal_pairs(st.computed[i], k) for i, k in chunks)
+        done = [i for i, k in chunks if st.computed[i] + k >= st.need[i]]
         tokens = len(dec) + sum(k for _, k in chunks)
         t += model.step_s(tokens, len(sched), len(dec) + len(done), ctx, pairs)
         for i, k in chunks:
-            computed[i] += k
+            st.computed[i] += k
         for i in dec + done:
-            gen[i] += 1
+            st.generated[i] += 1
             if math.isnan(first[i]):
                 first[i] = t
             if i in done:
-                decoding.add(i)
-            if gen[i] >= out[i]:
+                st.decoding.add(i)
+            if st.generated[i] >= st.out[i]:
                 finish[i] = t
-                running.remove(i)
-                decoding.discard(i)
-                held[i] = 0
+                st.running.remove(i)
+                st.decoding.discard(i)
+                st.held[i] = 0
                 if concurrency is not None and released < n:
                     arrival[released] = t
                     released += 1
     extra = model.request_overhead_s
-    return [(f + extra, e + extra, p) for f, e, p in zip(first, finish, pre, strict=True)]
+    return [(f + extra, e + extra, p) for f, e, p in zip(first, finish, st.preemptions, strict=True)]
 
 
 ROOFLINE_LIKE = StepTimeModel(
@@ -332,7 +333,7 @@ def _workload(seed: int, n: int, rate: float, max_prompt: int, max_out: int) -> 
         (1, 64, 8, 4, 10_000, 20.0),  # roomy cache: the fast path only
         (2, 32, 4, 4, 10_000, 60.0),  # budget and max_num_seqs binding, queues
         (3, 64, 16, 4, 60, 40.0),  # a cache that fills: preemption and recompute
-        (4, 16, 16, 2, 40, 80.0),  # everything tight at once
+        (4, 16, 16, 2, 41, 80.0),  # everything tight at once
     ],
 )
 def test_simulation_matches_the_step_by_step_reference(

@@ -193,8 +193,8 @@ def test_importing_the_profiler_parts_needs_neither_kfp_nor_mlflow_nor_aiohttp()
 def test_not_measured_output_is_refused_by_the_planner_naming_how_to_measure(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The profile component's engine_steps output when not asked to measure: an empty file (KFP needs
     the output), which the plan step's reader refuses with the command that measures it."""
-    from gpuplace.deploy.calibrate import engine_steps_output
     from gpuplace.profiling.engine_steps import read_engine_steps
+    from gpuplace.steps.calibrate import engine_steps_output
 
     out = tmp_path / "engine_steps"
     assert engine_steps_output("tiny", out, device="cpu", measure=False) is None

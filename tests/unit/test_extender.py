@@ -17,6 +17,8 @@ from gpuplace.extender.run import fleet_state
 from gpuplace.extender.service import ExtenderService
 from gpuplace.extender.state import ClusterState, PodGpus, allocate
 from gpuplace.inventory import parse_fleet
+from gpuplace.labels import GPU_RESOURCE as GPU
+from gpuplace.labels import mig_profile_of
 from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, FragmentationModel
 from gpuplace.planner.placement import FleetState, best_gpu_set, fit_score
 from gpuplace.testenv.nodes import node_object
@@ -89,7 +91,7 @@ def test_pod_request_reads_resources_and_annotations() -> None:
     assert req == GpuRequest("nvidia.com/gpu", 4, "nvlink", ("h100-sxm-80gb", "l4"))
     assert pod_request({"spec": {"containers": [{"name": "c"}]}}).count == 0
     mig = pod_request(pod(1, resource="nvidia.com/mig-3g.40gb"))
-    assert (mig.mig_profile, mig.count) == ("3g.40gb", 1)
+    assert (mig_profile_of(mig.resource), mig.count) == ("3g.40gb", 1)
 
 
 def test_init_containers_count_as_the_larger_need() -> None:
@@ -122,7 +124,7 @@ def test_two_kinds_of_gpu_resource_are_invalid() -> None:
 def test_nvlink_requirement_uses_the_planner_gpu_set_and_refuses_pcie_only_nodes() -> None:
     inv = fleet([hgx("nv", [1, 1, 0, 0, 0, 0, 0, 0]), pcie("pc")])
     frag = FragmentationModel(DEFAULT_LLM_MIX)
-    req = GpuRequest(count=4, topology="nvlink")
+    req = GpuRequest(GPU, count=4, topology="nvlink")
     nv = node_fit(inv.node("nv"), req, frag)
     # island 0 has only 2 free: the set is island 1, exactly what the planner's best_gpu_set picks there.
     free1 = [g for g in inv.node("nv").gpus if g.nvlink_island == "isl1"]
@@ -136,7 +138,7 @@ def test_nvlink_requirement_uses_the_planner_gpu_set_and_refuses_pcie_only_nodes
 def test_busy_island_is_a_resolvable_failure() -> None:
     inv = fleet([hgx("nv", [1, 0, 0, 0, 0, 1, 0, 0])])
     fit = node_fit(
-        inv.node("nv"), GpuRequest(count=4, topology="nvlink"), FragmentationModel(DEFAULT_LLM_MIX)
+        inv.node("nv"), GpuRequest(GPU, count=4, topology="nvlink"), FragmentationModel(DEFAULT_LLM_MIX)
     )
     assert not fit.fits and not fit.unresolvable and "6 of 8 GPUs free" in fit.reason
 
@@ -154,7 +156,7 @@ def test_busy_island_is_a_resolvable_failure() -> None:
 def test_numa_and_pcie_switch_requirements(topology: str, count: int, fits: bool) -> None:
     inv = fleet([pcie("pc")])
     fit = node_fit(
-        inv.node("pc"), GpuRequest(count=count, topology=topology), FragmentationModel(DEFAULT_LLM_MIX)
+        inv.node("pc"), GpuRequest(GPU, count=count, topology=topology), FragmentationModel(DEFAULT_LLM_MIX)
     )
     assert fit.fits is fits
     if fits and count == 2:
@@ -164,12 +166,12 @@ def test_numa_and_pcie_switch_requirements(topology: str, count: int, fits: bool
 def test_gpu_model_constraint_matches_catalog_name_or_product() -> None:
     inv = fleet([hgx("nv"), pcie("pc")])
     frag = FragmentationModel(DEFAULT_LLM_MIX)
-    by_product = GpuRequest(count=1, models=(L4.lower(),))
+    by_product = GpuRequest(GPU, count=1, models=(L4.lower(),))
     assert node_fit(inv.node("pc"), by_product, frag).fits
     miss = node_fit(inv.node("nv"), by_product, frag)
     assert not miss.fits and miss.unresolvable and "no GPU of model" in miss.reason
     name = inv.node("nv").gpus[0].gpu.lower()
-    assert node_fit(inv.node("nv"), GpuRequest(count=1, models=(name,)), frag).fits
+    assert node_fit(inv.node("nv"), GpuRequest(GPU, count=1, models=(name,)), frag).fits
 
 
 def test_mig_requests_need_a_free_slice_of_that_profile() -> None:
@@ -196,7 +198,7 @@ def test_mig_requests_need_a_free_slice_of_that_profile() -> None:
 def test_fit_score_and_fragmentation_are_the_planners() -> None:
     inv = fleet([hgx("nv", [1, 1, 1, 0, 0, 0, 0, 0])])
     frag = FragmentationModel(DEFAULT_LLM_MIX)
-    fit = node_fit(inv.node("nv"), GpuRequest(count=1), frag)
+    fit = node_fit(inv.node("nv"), GpuRequest(GPU, count=1), frag)
     planner = FleetState.of(inv.nodes, frag)
     delta = planner.delta(inv.node("nv"), dict.fromkeys(fit.devices, 1.0))
     assert fit.frag_delta_gpus == pytest.approx(delta)
@@ -207,7 +209,7 @@ def test_scores_rank_fits_best_first_and_misfits_zero() -> None:
     # Node "full" has one GPU left: filling it removes a fragment; "empty" would break up a whole node.
     inv = fleet([hgx("full", [1, 1, 1, 1, 1, 1, 1, 0]), hgx("empty"), pcie("pc")])
     frag = FragmentationModel(DEFAULT_LLM_MIX)
-    req = GpuRequest(count=1, models=(H100.lower(),))
+    req = GpuRequest(GPU, count=1, models=(H100.lower(),))
     fits = [node_fit(n, req, frag) for n in inv.nodes]
     got = scores(fits)
     assert got == {"full": 10, "empty": 9, "pc": 0}
@@ -220,11 +222,11 @@ def test_time_sliced_nodes_count_slots() -> None:
     )
     node = inv.node("ts")
     frag = FragmentationModel(DEFAULT_LLM_MIX)
-    one = node_fit(node, GpuRequest(count=1), frag)
+    one = node_fit(node, GpuRequest(GPU, count=1), frag)
     assert one.fits and one.interconnect == "shared" and one.devices == ("ts/gpu0",)  # the fuller GPU first
-    assert node_fit(node, GpuRequest(count=3), frag).fits
-    assert not node_fit(node, GpuRequest(count=4), frag).fits
-    assert node_fit(node, GpuRequest(count=2, topology="nvlink"), frag).unresolvable
+    assert node_fit(node, GpuRequest(GPU, count=3), frag).fits
+    assert not node_fit(node, GpuRequest(GPU, count=4), frag).fits
+    assert node_fit(node, GpuRequest(GPU, count=2, topology="nvlink"), frag).unresolvable
 
 
 # --- state ------------------------------------------------------------------------------------------------
@@ -262,7 +264,7 @@ def test_assignment_for_another_node_is_ignored() -> None:
 
 def test_fits_are_memoised_until_the_node_changes() -> None:
     st = state_of(hgx("nv"))
-    req = GpuRequest(count=8)
+    req = GpuRequest(GPU, count=8)
     first = st.fit("nv", req)
     assert st.fit("nv", req) is first
     st.set_pod(bound("a", "nv", 1))
@@ -272,7 +274,7 @@ def test_fits_are_memoised_until_the_node_changes() -> None:
 
 def test_a_change_recomputes_that_node_only_and_invalidates_cached_answers() -> None:
     st = state_of(hgx("a"), hgx("b"))
-    req = GpuRequest(count=1)
+    req = GpuRequest(GPU, count=1)
     a, b = st.fits(["a", "b"], req)
     service = ExtenderService(st)
     body = args(pod(1), ["a", "b"])
@@ -296,12 +298,12 @@ def test_a_change_recomputes_that_node_only_and_invalidates_cached_answers() -> 
 def test_nodes_without_gpus_or_unknown_fail_with_a_reason() -> None:
     st = ClusterState()
     st.set_node({"metadata": {"name": "cpu"}, "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}}})
-    fit = st.fit("cpu", GpuRequest(count=1))
+    fit = st.fit("cpu", GpuRequest(GPU, count=1))
     assert not fit.fits and fit.unresolvable and "no GPUs" in fit.reason
-    unknown = st.fit("ghost", GpuRequest(count=1))
+    unknown = st.fit("ghost", GpuRequest(GPU, count=1))
     assert not unknown.fits and not unknown.unresolvable
     st.set_node({"metadata": {"name": "bad"}, "status": {"allocatable": {"nvidia.com/gpu": "many"}}})
-    assert "unreadable" in st.fit("bad", GpuRequest(count=1)).reason
+    assert "unreadable" in st.fit("bad", GpuRequest(GPU, count=1)).reason
 
 
 # --- service verbs (no HTTP) ------------------------------------------------------------------------------
@@ -434,5 +436,5 @@ def test_manifests_validate_against_the_kubernetes_schemas() -> None:
 def test_a_node_claiming_billions_of_gpus_is_refused_not_built() -> None:
     st = ClusterState()
     st.set_node({"metadata": {"name": "huge"}, "status": {"allocatable": {"nvidia.com/gpu": "3Gi"}}})
-    fit = st.fit("huge", GpuRequest(count=1))
+    fit = st.fit("huge", GpuRequest(GPU, count=1))
     assert not fit.fits and "more than 4096 devices" in fit.reason

@@ -12,7 +12,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 import gpuplace
-from gpuplace.components.images import CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE, CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((REPO / "images").glob("Dockerfile.*"))
@@ -23,7 +23,12 @@ def _parse(path: Path) -> DockerfileParser:
 
 
 def test_both_images_exist() -> None:
-    assert [p.name for p in DOCKERFILES] == ["Dockerfile.cpu", "Dockerfile.cuda", "Dockerfile.vllm"]
+    assert [p.name for p in DOCKERFILES] == [
+        "Dockerfile.components",
+        "Dockerfile.cpu",
+        "Dockerfile.cuda",
+        "Dockerfile.vllm",
+    ]
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
@@ -65,13 +70,26 @@ def test_installs_gpuplace_from_the_source_tree_with_the_lock(path: Path) -> Non
 
 def test_component_image_tags_match_the_package_version() -> None:
     version = gpuplace.__version__.split("+")[0]
-    for image in (CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE):
+    for image in (COMPONENTS_IMAGE, CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE):
         assert image.endswith(f":{version}")
     readme = (REPO / "images" / "README.md").read_text()
     for path in DOCKERFILES:
         header = path.read_text().splitlines()[1]
         tag = re.search(r"-t (\S+)", header)
-        assert tag and tag.group(1) in (CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE), (
+        assert tag and tag.group(1) in (COMPONENTS_IMAGE, CPU_IMAGE, CUDA_IMAGE, SERVING_IMAGE), (
             f"{path.name}: build command tags {tag}"
         )
         assert tag.group(1) in readme
+
+
+def test_the_torch_layer_pins_torch_as_the_lock_does() -> None:
+    """The torch layer takes torch's pin as a build argument (make images passes constraints.txt's line),
+    so another change to constraints.txt does not rebuild its ~6 GB; the default for a plain
+    ``docker build`` must still be the lock's pin."""
+    (pin,) = [
+        line for line in (REPO / "constraints.txt").read_text().splitlines() if line.startswith("torch==")
+    ]
+    for name in ("cpu", "cuda"):
+        text = (REPO / "images" / f"Dockerfile.{name}").read_text()
+        assert f"ARG TORCH_REQUIREMENT={pin}\n" in text, name
+    assert "TORCH_REQUIREMENT=$TORCH_REQUIREMENT" in (REPO / "images" / "build.sh").read_text()

@@ -188,13 +188,18 @@ def test_running_pods_give_the_fleets_workload_and_the_cpu_they_hold() -> None:
 
 
 def test_plan_workload_prefers_the_given_mix_then_the_trace_then_the_default(tmp_path: Path) -> None:
-    from gpuplace.planner.step import plan_workload
+    from gpuplace.inventory import inventory_source
+    from gpuplace.steps.plan import plan_workload
 
-    assert plan_workload("h100-nvlink", "1:1").source == "given"
-    fallback = plan_workload("h100-nvlink")
+    fleet = inventory_source("h100-nvlink")
+    assert fleet.kind == "bundled" and fleet.path is not None and fleet.path.name == "h100-nvlink.yaml"
+    assert plan_workload(fleet, "1:1").source == "given"
+    fallback = plan_workload(fleet)
     assert fallback.source == "default mix" and "carries no workload" in fallback.detail
-    trace = plan_workload(str(require_trace()))
+    nodes = inventory_source(str(require_trace()))
+    assert nodes.kind == "alibaba"
+    trace = plan_workload(nodes)
     assert trace.source == "trace" and trace.tasks == 8152 and trace.detail == "openb_pod_list_default.csv"
     (tmp_path / "pods.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1000,1,0,0\n")
-    no_gpu = plan_workload("h100-nvlink", workload=str(tmp_path / "pods.csv"))
+    no_gpu = plan_workload(fleet, workload=str(tmp_path / "pods.csv"))
     assert no_gpu.source == "default mix" and "no GPU task" in no_gpu.detail

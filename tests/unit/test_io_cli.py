@@ -12,7 +12,7 @@ import pytest
 from gpuplace.cli import main
 from gpuplace.errors import InvalidInput
 from gpuplace.profiling import ProfileConfig, load_profile, profile_to_frame, run_profile, save_profile
-from gpuplace.profiling.step import profile_metrics
+from gpuplace.profiling.summary import profile_metrics
 
 
 @pytest.fixture(scope="module")
@@ -212,5 +212,7 @@ def test_cli_catalog_lists(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["catalog", "gpus"]) == 0
     out = capsys.readouterr().out
     assert "H200-SXM-141GB" in out and "3g.40gb" in out
+    gb200 = next(line for line in out.splitlines() if line.startswith("GB200-NVL72-186GB"))
+    assert gb200.split()[4:7] == ["5000", "1800", "72"]  # fp8 TFLOP/s, NVLink GB/s, NVLink domain
     assert main(["catalog", "models"]) == 0
     assert "llama-3.1-70b" in capsys.readouterr().out

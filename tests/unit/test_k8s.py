@@ -22,7 +22,8 @@ from gpuplace.k8s.rbac import deployer_rbac
 from gpuplace.k8s.retry import Deadline, with_retries
 from gpuplace.k8s.rollout import deployment_progress
 from gpuplace.labels import PLAN_LABEL, REPLICA_LABEL, RUN_LABEL
-from gpuplace.types import PodRecord
+from gpuplace.types import DeploymentRecord, PodRecord
+from gpuplace.types.deploy import DraDevice
 from gpuplace.types.plan import Placement
 
 
@@ -217,6 +218,23 @@ def test_a_pod_record_counts_a_node_mismatch_even_without_stored_mismatches() ->
     assert PodRecord("p", node="a", planned_node="a", mismatches=("claim outside the plan",)).misplaced
 
 
+def test_deployment_json_keeps_the_raw_dra_allocation_beside_the_gpu_id() -> None:
+    """What the API said (driver, pool, device) survives deployment.json beside the inventory id."""
+    raw = DraDevice("gpu.nvidia.com", "h100-a-0", "gpu-0", "h100-a-0/gpu0", claim="c-1", request="gpus")
+    unknown = DraDevice("gpu.nvidia.com", "h100-a-0", "gpu-9")  # the slice no longer says which GPU
+    pod = PodRecord("p", node="h100-a-0", gpu_ids=("h100-a-0/gpu0",), dra_devices=(raw, unknown))
+    record = DeploymentRecord("kubernetes", "d", "ns", "http://x", "m", True, pods=(pod,), gpu_api="dra")
+    data = json.loads(json.dumps(record.to_json_dict()))
+    assert data["pods"][0]["dra_devices"][0] == {
+        "driver": "gpu.nvidia.com", "pool": "h100-a-0", "device": "gpu-0", "gpu_id": "h100-a-0/gpu0",
+        "claim": "c-1", "request": "gpus",
+    }  # fmt: skip
+    assert DeploymentRecord.from_json_dict(data) == record
+    older = json.loads(json.dumps(record.to_json_dict()))
+    del older["pods"][0]["dra_devices"]  # a record written before the field: no devices, not an error
+    assert DeploymentRecord.from_json_dict(older).pods[0].dra_devices == ()
+
+
 def test_rbac_role_is_minimal_and_only_resource_slices_are_read_cluster_wide() -> None:
     sa, role, binding, cluster_role, cluster_binding = deployer_rbac("ns1")
     assert (sa["kind"], role["kind"], binding["kind"]) == ("ServiceAccount", "Role", "RoleBinding")
@@ -234,10 +252,16 @@ def test_rbac_role_is_minimal_and_only_resource_slices_are_read_cluster_wide() -
 
 
 def test_deploy_dispatcher_rejects_unknown_targets_and_local_teardown_needs_a_record(tmp_path: Path) -> None:
-    from gpuplace.deploy import deploy, teardown
+    from gpuplace.deploy import teardown
+    from gpuplace.steps.deploy import run_deploy_step
+    from gpuplace.steps.teardown import run_teardown_step
 
+    # refused before the plan directory (here: none) is read, and before anything is written
     with pytest.raises(InvalidInput, match="target='nomad'"):
-        deploy(tmp_path, target="nomad")
+        run_deploy_step(tmp_path, tmp_path / "deployment.json", {"target": "nomad"})
+    with pytest.raises(InvalidInput, match="target='nomad'"):
+        run_teardown_step(tmp_path, {"target": "nomad"})
+    assert not (tmp_path / "deployment.json").exists()
     with pytest.raises(InvalidInput, match="record=None"):
         teardown(target="local")
 

@@ -17,6 +17,7 @@ from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory import load_inventory
 from gpuplace.jobs.submit import compiled_path
 from gpuplace.manifests import kfp_fragments
+from gpuplace.manifests.kfp_package import Resolver, find_task
 from gpuplace.manifests.kfp_pod import LAUNCHER_PATH, kfp_task_pod, load_package
 
 K8S = "1.35.0"
@@ -33,7 +34,7 @@ def test_checked_in_serving_task_gets_the_plans_placement() -> None:
         compiled_path("orchestration_comparison"),
         "serve-and-load-test",
         arguments={"accelerator_type": "nvidia.com/gpu"},
-        task_outputs={"plan-placement": frags},
+        task_outputs={"plan-placement": frags, "repeat-runs": {"Output": [0]}},  # one run of the run loop
     )
     kubernetes_validate.validate(built.pod, K8S, strict=True)
     spec = built.pod["spec"]
@@ -186,3 +187,18 @@ def test_platform_features_it_does_not_model_are_refused(compiled: Path) -> None
         {"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"}
     ]
     assert yaml.safe_dump(built.pod)  # plain data all the way down
+
+
+def test_a_task_in_a_loop_runs_for_one_item_of_it() -> None:
+    """orchestration_comparison's serving task runs in a ParallelFor over repeat-runs' output: the driver
+    gives each iteration one item, and an iteration the list does not have is refused, naming it."""
+    spec, _ = load_package(compiled_path("orchestration_comparison"))
+    _, chain = find_task(spec, "serve-and-load-test")
+    loop = next(t for t in chain if "parameterIterator" in t)
+    item = loop["parameterIterator"]["itemInput"]
+    outputs = {"plan-placement": _fragments(), "repeat-runs": {"Output": [1, 2, 3]}}
+    assert Resolver(spec, {}, outputs, iteration=2).scope_of(chain)[item] == 3
+    with pytest.raises(InvalidInput, match="iteration=3: is not an iteration of loop"):
+        Resolver(spec, {}, outputs, iteration=3).scope_of(chain)
+    with pytest.raises(InvalidInput, match=r"repeat-runs\.Output"):
+        Resolver(spec, {}, {"plan-placement": _fragments()}).scope_of(chain)

@@ -11,7 +11,7 @@ import pytest
 
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.client import FORCE_GENERATION_CONFIG, FORCE_NONE, EndpointState, _Stream
-from gpuplace.loadtest.config import LoadTestConfig
+from gpuplace.steps.load_test import load_test_config, read_load_test_inputs
 from gpuplace.types import DeploymentRecord
 from gpuplace.types.plan import Slo
 from gpuplace.types.workload import Traffic
@@ -79,11 +79,11 @@ def test_endpoint_learns_from_422_which_fields_to_drop() -> None:
 )
 def test_config_rejects_bad_input_naming_the_field(params: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidInput, match=rf"^{field}="):
-        LoadTestConfig.from_params(params)
+        load_test_config(params)
 
 
 def test_config_zero_means_unset() -> None:
-    config = LoadTestConfig.from_params({"endpoint": "http://h", "rate": 0, "concurrency": 0})
+    config = load_test_config({"endpoint": "http://h", "rate": 0, "concurrency": 0})
     assert (config.rate, config.concurrency, config.slo.bounded) == (None, None, False)
     assert config.traffic.prompt_tokens.describe() == "64"
 
@@ -93,14 +93,14 @@ def test_config_reads_endpoint_and_model_from_a_deployment_record() -> None:
         target="local", name="d", namespace="", endpoint="http://127.0.0.1:9", model="tiny", ready=True,
         served_model_name="/models/tiny",
     )  # fmt: skip
-    config = LoadTestConfig.from_params({}, deployment=record)
+    config = load_test_config({}, deployment=record)
     assert (config.endpoint, config.model, config.deployment_model) == (
         "http://127.0.0.1:9",
         "/models/tiny",
         "tiny",
     )
     with pytest.raises(InvalidInput, match="conflicts"):
-        LoadTestConfig.from_params({"endpoint": "http://other:1"}, deployment=record)
+        load_test_config({"endpoint": "http://other:1"}, deployment=record)
 
 
 def test_the_plan_gives_the_slo_the_traffic_the_rate_and_the_prediction(tmp_path: Path) -> None:
@@ -110,25 +110,26 @@ def test_the_plan_gives_the_slo_the_traffic_the_rate_and_the_prediction(tmp_path
         slo=Slo(ttft_p99_s=1.5, tpot_p99_s=0.04, rate_rps=3.0),
     )
     write_sample_plan(tmp_path, plan, {"10-d.yaml": yaml_docs(DEPLOYMENT)})
-    config = LoadTestConfig.from_params({"endpoint": "http://h"}, plan=tmp_path)
+    # the load-test step reads the plan directory once; the config takes the plan's value
+    record, read = read_load_test_inputs(plan=tmp_path)
+    assert record is None and read == plan
+    config = load_test_config({"endpoint": "http://h"}, plan=read)
     assert config.slo == plan.slo and config.rate == 3.0 and config.concurrency is None
     assert config.traffic.prompt_tokens.describe() == "uniform:100:200"
     assert config.plan_id == plan.plan_id
     # The prediction is compared only with a measurement on the device it is for.
     assert config.predicted is None and "not compared" in config.prediction_note
     served = DeploymentRecord("local", "d", "", "http://h", "tiny", True, served_on=plan.chosen.unit)
-    config = LoadTestConfig.from_params({}, plan=tmp_path, deployment=served)
+    config = load_test_config({}, plan=plan, deployment=served)
     assert config.predicted == plan.prediction and not config.prediction_note
     on_cpu = replace(served, served_on="cpu")
-    config = LoadTestConfig.from_params({}, plan=tmp_path, deployment=on_cpu)
+    config = load_test_config({}, plan=plan, deployment=on_cpu)
     assert config.predicted is None and "served on cpu" in config.prediction_note
     # Explicit parameters win over the plan's, and the SLO judges at the rate actually sent.
-    config = LoadTestConfig.from_params(
-        {"endpoint": "http://h", "prompt_tokens": "64", "rate": 1.0}, plan=tmp_path
-    )
+    config = load_test_config({"endpoint": "http://h", "prompt_tokens": "64", "rate": 1.0}, plan=plan)
     assert config.traffic.prompt_tokens.describe() == "64" and config.slo.rate_rps == 1.0
     with pytest.raises(InvalidInput, match=r"^plan="):
-        LoadTestConfig.from_params({"endpoint": "http://h"}, plan=tmp_path / "nope")
+        read_load_test_inputs(plan=tmp_path / "nope")
 
 
 DEPLOYMENT = """

@@ -8,10 +8,12 @@ import math
 import pytest
 
 from gpuplace.errors import InvalidInput
-from gpuplace.loadtest.metrics import peak_concurrency, prediction_error, summarize
+from gpuplace.loadtest.metrics import peak_concurrency, summarize
 from gpuplace.types import Distribution
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport, RequestResult
-from gpuplace.types.plan import Prediction, Slo
+from gpuplace.types.plan import Slo
+from tests.support.plans import predicted
 
 
 def ok(
@@ -129,11 +131,14 @@ def test_request_result_json_round_trip() -> None:
 
 def test_prediction_error_relative_to_the_plan_and_skips_unstable_figures() -> None:
     report = summarize([ok(0, 0.0, (0.2, 0.3, 0.4), 0.4)])  # ttft .2, tpot .1
-    predicted = Prediction(0.25, math.inf, 0.08, 0.08, 1.0, 1, 1.0)
-    out = prediction_error(report, predicted)
+    checked = PredictedVsMeasured.of(predicted((0.25, math.inf), (0.08, 0.08)), report)
+    out = checked.rows()
     assert set(out) == {"ttft_p50_s", "tpot_p50_s", "tpot_p99_s"}  # an infinite prediction is skipped
-    assert out["tpot_p99_s"]["error"] == pytest.approx(0.25)
-    assert out["ttft_p50_s"]["error"] == pytest.approx(-0.2)
+    assert out["tpot_p99_s"]["error"] == pytest.approx(0.25) == checked.error("tpot", 99)
+    assert out["ttft_p50_s"]["error"] == pytest.approx(-0.2) == checked.error("ttft", 50)
+    assert math.isnan(checked.error("ttft", 99))
+    # the measured side is the report's own distributions, not a copy of some of their figures
+    assert checked.ttft.measured == report.ttft and checked.tpot.measured == report.tpot
 
 
 SLO = Slo(ttft_p99_s=0.1, tpot_p99_s=0.05, rate_rps=3.0)
@@ -158,3 +163,17 @@ def test_slo_from_the_edges_milliseconds_with_zero_unset() -> None:
     assert not Slo(tpot_p99_s=0.05).good(0.0, 0.06)
     with pytest.raises(InvalidInput, match="rate_rps"):
         Slo(ttft_p99_s=0.1, tpot_p99_s=0.05).bound("rate_rps")
+
+
+def test_zero_ms_is_no_bound_for_a_plan_too_which_refuses_it() -> None:
+    """One meaning of 0 for an SLO bound: the plan's parameters read it as the load test's do, as no bound,
+    and a plan, which needs both bounds, says so by the field's name."""
+    from gpuplace.catalog import load_gpu_catalog
+    from gpuplace.steps.plan_params import plan_request
+
+    params = {"model": "tiny", "slo_tpot_ms": 50, "slo_ttft_ms": 2000, "rate": 2}
+    catalog = load_gpu_catalog()
+    assert plan_request(params, catalog).slo == Slo.from_ms(ttft_ms=2000, tpot_ms=50, rate_rps=2)
+    for name, field in (("slo_tpot_ms", "tpot_p99_s"), ("slo_ttft_ms", "ttft_p99_s")):
+        with pytest.raises(InvalidInput, match=rf"^{field}=None: is required here.*0 ms means no bound"):
+            plan_request({**params, name: 0}, catalog)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuplace.loadtest.io import read_records, read_report, write_outputs
-from gpuplace.loadtest.metrics import prediction_error, summarize
+from gpuplace.loadtest.io import read_prediction, read_records, read_report, write_outputs
+from gpuplace.loadtest.metrics import summarize
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import RequestResult
-from gpuplace.types.plan import Prediction
+from tests.support.plans import predicted
 
 
 def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
@@ -17,7 +18,7 @@ def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
         for i in range(3)
     ]
     report = summarize(failed, duration_s=1.0)
-    prediction = prediction_error(report, Prediction(0.05, 0.1, 0.01, 0.02, 1.0, 1, 1.0))
+    prediction = PredictedVsMeasured.of(predicted((0.05, 0.1), (0.01, 0.02)), report)
     write_outputs(tmp_path, failed, report, prediction)
     text = (tmp_path / "report.json").read_text()
     assert "NaN" not in text
@@ -29,3 +30,4 @@ def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
     assert read_report(tmp_path).failed == 3
     assert read_records(tmp_path / "records.jsonl") == failed
     assert read_records(tmp_path / "records.parquet") == failed
+    assert read_prediction(tmp_path) == prediction

@@ -155,6 +155,7 @@ def test_kserve_inference_service_structure() -> None:
 
 
 def test_kfp_fragments_are_accepted_by_kfp_kubernetes() -> None:
+    from google.protobuf import json_format
     from kfp import dsl, kubernetes
 
     plan = plan_for(MIXED, ("whole",))
@@ -171,10 +172,19 @@ def test_kfp_fragments_are_accepted_by_kfp_kubernetes() -> None:
         kubernetes.add_toleration_json(task, frags["tolerations"])
         kubernetes.add_node_selector_json(task, frags["node_selector"])
 
-    assert pipe.pipeline_spec is not None
-    assert frags["node_selector"] == {
-        "nvidia.com/gpu.product": f"NVIDIA-{plan.chosen.gpu.replace('-80GB', '-80GB')}"
-    } or frags["node_selector"]["nvidia.com/gpu.product"].startswith("NVIDIA-")
+    # the planned nodes' GPU product as the fleet file spells it (GFD's label), e.g. NVIDIA-L4
+    planned = {p.node for p in plan.placements}
+    (product,) = {g.product for n in MIXED.nodes if n.name in planned for g in n.gpus}
+    assert product.startswith("NVIDIA-") and frags["node_selector"] == {"nvidia.com/gpu.product": product}
+    # kfp-kubernetes took each fragment as it is: the compiled platform spec carries them unchanged
+    (executor,) = json_format.MessageToDict(pipe.platform_spec)["platforms"]["kubernetes"]["deploymentSpec"][
+        "executors"
+    ].values()
+    assert executor["nodeSelector"]["nodeSelectorJson"]["runtimeValue"]["constant"] == frags["node_selector"]
+    assert (
+        executor["nodeAffinity"][0]["nodeAffinityJson"]["runtimeValue"]["constant"] == frags["node_affinity"]
+    )
+    assert executor["tolerations"] == frags["tolerations"]
 
 
 def test_shared_gpu_limits_vllm_memory_share() -> None:
@@ -182,7 +192,7 @@ def test_shared_gpu_limits_vllm_memory_share() -> None:
     args = build_manifests(plan, MIXED).apply["10-deployment.yaml"][0]["spec"]["template"]["spec"][
         "containers"
     ][0]["args"]
-    assert args[args.index("--gpu-memory-utilization") + 1] == "0.45"
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.46"  # vLLM 0.33's 0.92 × the half share
 
 
 def test_a_deployment_record_holding_the_plans_engine_parameters_round_trips() -> None:

@@ -71,13 +71,29 @@ def test_pinned_dra_objects_claim_each_replicas_planned_devices_by_uuid() -> Non
     assert manifests[0]["spec"]["replicas"] == 2  # the input is not touched
 
 
-def test_pinned_dra_objects_refuse_unpublished_devices_and_shares() -> None:
+def test_pinned_dra_objects_refuse_unpublished_devices() -> None:
     plan, manifests = _rendered()
     with pytest.raises(InvalidInput, match="not published in any ResourceSlice"):
         pinned_dra_objects(plan, manifests, {})
-    shared = replace(plan, chosen=replace(plan.chosen, kind="shared", share=0.5))
-    with pytest.raises(InvalidInput, match="time-sliced GPU share"):
-        pinned_dra_objects(shared, manifests, {})
+
+
+def test_replicas_sharing_a_gpu_share_one_pinned_claim_with_the_planned_share() -> None:
+    plan, manifests = _rendered(gpus=1)
+    one_gpu = tuple(replace(p, node="h100-a-0", gpu_ids=("h100-a-0/gpu0",)) for p in plan.placements)
+    shared = replace(plan, chosen=replace(plan.chosen, kind="shared", share=0.5), placements=one_gpu)
+    objects = pinned_dra_objects(shared, manifests, {"h100-a-0/gpu0": ("GPU-0", "gpu")})
+    claims = [o for o in objects if o["kind"] == "ResourceClaim"]
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    assert len(claims) == 1 and len(deployments) == 2
+    name = claims[0]["metadata"]["name"]
+    for dep in deployments:
+        assert dep["spec"]["template"]["spec"]["resourceClaims"] == [
+            {"name": "gpus", "resourceClaimName": name}
+        ]
+    (config,) = claims[0]["spec"]["devices"]["config"]
+    assert config["opaque"]["driver"] == "gpu.nvidia.com"
+    sharing = config["opaque"]["parameters"]["sharing"]
+    assert sharing == {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}}
 
 
 def test_the_kfp_accelerator_count_is_a_string() -> None:

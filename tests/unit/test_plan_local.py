@@ -8,6 +8,9 @@ planner is the real one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from gpuplace.catalog import model_arch_from_config, resolve_model
@@ -102,11 +105,45 @@ def test_a_share_outside_0_1_is_refused_naming_the_field(share: float) -> None:
 def test_the_edges_spelling_refuses_a_share_of_0_and_defaults_only_when_absent() -> None:
     """``--max-load-share 0`` is bad input, not "unset"."""
     from gpuplace.catalog import load_gpu_catalog
+    from gpuplace.steps.plan_params import plan_request
 
     params = {"model": "tiny", "slo_ttft_ms": 2000, "slo_tpot_ms": 50, "rate": 1.0}
     catalog = load_gpu_catalog()
-    assert PlanRequest.from_params(params, catalog).max_load_share == 0.5
-    assert PlanRequest.from_params({**params, "max_load_share": None}, catalog).max_load_share == 0.5
-    assert PlanRequest.from_params({**params, "max_load_share": 0.8}, catalog).max_load_share == 0.8
+    assert plan_request(params, catalog).max_load_share == 0.5
+    assert plan_request({**params, "max_load_share": None}, catalog).max_load_share == 0.5
+    assert plan_request({**params, "max_load_share": 0.8}, catalog).max_load_share == 0.8
     with pytest.raises(InvalidInput, match="max_load_share"):
-        PlanRequest.from_params({**params, "max_load_share": 0}, catalog)
+        plan_request({**params, "max_load_share": 0}, catalog)
+
+
+def test_fp8_is_refused_for_the_local_target_naming_it() -> None:
+    from dataclasses import replace
+
+    from gpuplace.types.precision import Precision
+
+    arch, target = _target(_profile())
+    request = replace(_request(0.3 * _capacity(target)), precision=Precision("bf16", "fp8"))
+    with pytest.raises(InvalidInput) as info:
+        plan_local(arch, target, request)  # type: ignore[arg-type]
+    assert info.value.field == "kv_cache_dtype" and "transformers serve on cpu" in str(info.value)
+
+
+def test_one_answer_to_is_this_a_local_plan(tmp_path: Path) -> None:
+    """This machine's inventory, a plan of it, and that plan read back from its directory all say local
+    (the plan directory then loads no manifests); a fleet and a fleet's plan do not."""
+    from gpuplace.inventory import load_inventory
+    from gpuplace.manifests.local import local_kfp_fragments, local_serving_spec
+    from gpuplace.plandir import read_plan_dir, write_plan_dir
+    from gpuplace.types.fleet import LOCAL_INVENTORY, is_local_inventory
+
+    assert is_local_inventory(LOCAL_INVENTORY) and not is_local_inventory("h100-nvlink")
+    assert load_inventory(LOCAL_INVENTORY).is_local and not load_inventory("h100-nvlink").is_local
+    arch, target = _target(_profile())
+    plan = plan_local(arch, target, _request(0.3 * _capacity(target)))  # type: ignore[arg-type]
+    assert plan.is_local and not replace(plan, inventory_source="h100-nvlink").is_local
+    plan = replace(plan, serving=local_serving_spec(plan))
+    write_plan_dir(
+        tmp_path, plan, manifests={}, alternatives={}, kfp=local_kfp_fragments(plan), candidates_md=""
+    )
+    back = read_plan_dir(tmp_path)
+    assert back.plan.is_local and back.manifests == ()

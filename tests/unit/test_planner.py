@@ -25,10 +25,10 @@ from gpuplace.planner import NoFeasiblePlacement, PlanRequest
 from gpuplace.planner import plan_placement as _plan_placement
 from gpuplace.planner.evaluate import ServingModels, Unservable
 from gpuplace.planner.fragmentation import FragmentationModel, TaskClass
+from gpuplace.planner.hardware import LINKS, link_gbps
+from gpuplace.planner.offers import OfferedShape, enumerate_shapes, usable_nodes
 from gpuplace.planner.placement import FleetState, best_gpu_set, fit_score
 from gpuplace.planner.search import _place
-from gpuplace.planner.shape import LINKS, link_gbps
-from gpuplace.planner.shapes import ShapeSpec, enumerate_shapes, usable_nodes
 from gpuplace.types import (
     DeviceInfo,
     Distribution,
@@ -103,9 +103,9 @@ def plan_placement(
     return _plan_placement(arch, inventory, catalog, req, efficiency=TABLE, profile=profile)
 
 
-def whole(gpu: str, tp: int = 1, link: str = "single", units: int = 8) -> ShapeSpec:
+def whole(gpu: str, tp: int = 1, link: str = "single", units: int = 8) -> OfferedShape:
     spec = CATALOG.get(gpu)
-    return ShapeSpec(spec, "whole", tp, memory_gib=spec.memory_gib, units=units, link=link)
+    return OfferedShape(spec, "whole", tp, memory_gib=spec.memory_gib, units=units, link=link)
 
 
 def models(
@@ -128,7 +128,7 @@ def test_slower_gpu_higher_rate_and_mig_slices_predict_slower() -> None:
     m = models()
     h100, a100 = whole("H100-SXM5-80GB"), whole("A100-SXM4-80GB")
     spec = CATALOG.get("A100-SXM4-80GB")
-    mig = ShapeSpec(spec, "mig", 1, "3g.40gb", memory_gib=40.0, units=1, link="mig")
+    mig = OfferedShape(spec, "mig", 1, "3g.40gb", memory_gib=40.0, units=1, link="mig")
     base = m.replica(h100).at_rate(5.0)
     assert m.replica(a100).at_rate(5.0).tpot.p50 > base.tpot.p50
     assert m.replica(mig).at_rate(5.0).tpot.p50 > m.replica(a100).at_rate(5.0).tpot.p50
@@ -163,7 +163,7 @@ def test_the_fewest_replicas_meet_the_slo_and_one_fewer_does_not() -> None:
     assert m.judge(shape, m.replica(shape).at_rate(60.0 / cand.replicas))[0]
     assert not m.judge(shape, m.replica(shape).at_rate(60.0 / (cand.replicas - 1)))[0]
     pred = cand.prediction
-    assert pred is not None and pred.tpot_p99_s <= 0.05 and pred.ttft_p99_s <= 2.0
+    assert pred is not None and pred.tpot.p99 <= 0.05 and pred.ttft.p99 <= 2.0
     assert 0 < pred.memory_per_gpu_gib <= cand.memory_available_gib
 
 
@@ -209,7 +209,7 @@ def test_plan_on_mixed_fleet_is_cheapest_feasible_and_placed_on_free_gpus() -> N
         if plan.chosen.kind != "shared":
             assert set(p.gpu_ids) <= free
     pred = plan.chosen.prediction
-    assert pred is not None and pred.tpot_p99_s <= SLO.tpot_p99_s and pred.ttft_p99_s <= SLO.ttft_p99_s
+    assert pred is not None and pred.tpot.p99 <= SLO.tpot_p99_s and pred.ttft.p99 <= SLO.ttft_p99_s
 
 
 def test_tp_group_prefers_nvlink_then_one_numa_node() -> None:
@@ -282,7 +282,7 @@ def test_infeasible_request_lists_every_shape_the_closest_miss_and_a_fix() -> No
     assert closest is not None and closest.prediction is not None
     # it names the closest shape and by how much it misses (its worst predicted/target ratio − 1)
     assert f"closest: {closest.label}, which misses it by {closest.miss - 1:.0%}" in text
-    assert closest.miss == pytest.approx(closest.prediction.tpot_p99_s / 0.001)
+    assert closest.miss == pytest.approx(closest.prediction.tpot.p99 / 0.001)
     assert len(err.value.rejected) >= 4 and all(c.reason for c in err.value.rejected)
 
 
@@ -594,7 +594,7 @@ def test_planner_and_manifests_import_nothing_heavy() -> None:
     import sys
 
     code = (
-        "import sys, gpuplace.planner, gpuplace.manifests, gpuplace.planner.replay, gpuplace.inventory;"
+        "import sys, gpuplace.planner, gpuplace.manifests, gpuplace.fgd.replay, gpuplace.inventory;"
         "print(sorted(m for m in ('torch', 'kubernetes', 'mlflow', 'kfp', 'pandas') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

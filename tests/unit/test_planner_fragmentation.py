@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 
 from gpuplace.errors import InvalidInput
+from gpuplace.fgd.paperreplay import PAPER_POLICIES, PAPER_SEEDS, PaperReplay, _Sim
+from gpuplace.fgd.paperworkload import PaperNode, PaperPod, typical_pods
+from gpuplace.fgd.replay import POLICIES, SimNode, replay
 from gpuplace.planner.fragmentation import (
     FragmentationModel,
     TaskClass,
@@ -17,9 +20,6 @@ from gpuplace.planner.fragmentation import (
     task_fragment,
     typical_mix,
 )
-from gpuplace.planner.paperreplay import PAPER_POLICIES, PAPER_SEEDS, PaperReplay, _Sim
-from gpuplace.planner.paperworkload import PaperNode, PaperPod, typical_pods
-from gpuplace.planner.replay import POLICIES, SimNode, replay
 
 HALF = TaskClass(1, 500)
 WHOLE = TaskClass(1, 1000)
@@ -70,11 +70,21 @@ TASKS = [TaskClass(1, 500, 1000)] * 4 + [TaskClass(4, 1000, 1000)] * 4
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_replay_never_over_allocates_and_reports_checkpoints(policy: str) -> None:
-    mix = typical_mix([t.key for t in TASKS])
-    result = replay(NODES, TASKS, policy, mix, seed=1, until=1.3)
-    assert result.capacity_gpus == 16
-    assert set(result.checkpoints) >= {0.5, 1.0}
-    assert all(0 <= v <= 1 for v in result.checkpoints.values())
+    # the GPUs bind here, the CPU in the CPU trap below (its tasks ask 4 cores per GPU)
+    for nodes, tasks in ((NODES, TASKS), (CPU_TRAP_NODES, CPU_TRAP_TASKS)):
+        result = replay(nodes, tasks, policy, typical_mix([t.key for t in tasks]), seed=1, until=1.3)
+        assert result.capacity_gpus == sum(n.gpus for n in nodes)
+        assert set(result.checkpoints) >= {0.5, 1.0}
+        assert all(0 <= v <= 1 for v in result.checkpoints.values())
+        # no GPU and no node's CPU is given out beyond what it has
+        assert len(result.free_milli) == len(result.cpu_left_milli) == len(nodes)
+        for node, free, cpu_left in zip(nodes, result.free_milli, result.cpu_left_milli, strict=True):
+            assert len(free) == node.gpus and all(0 <= f <= 1000 for f in free), (node.name, free)
+            assert 0 <= cpu_left <= node.cpu_milli, (node.name, cpu_left)
+        # what the fleet holds is what the last checkpoint (the end) counts as allocated
+        used = sum(1000 - f for free in result.free_milli for f in free)
+        assert used == round((1 - result.checkpoints[1.3]) * result.capacity_gpus * 1000)
+        assert result.failed_tasks > 0  # demand reached 1.3x capacity: some tasks could not be placed
 
 
 # A CPU-poor GPU node ("a") beside two CPU-rich ones: a CPU-only task put on "a" strands its GPUs

@@ -183,11 +183,18 @@ def test_config_validation_names_the_field(kw: dict[str, object], field: str) ->
     assert e.value.field == field
 
 
-def test_from_params_parses_lists_and_picks_warmup() -> None:
-    c = ProfileConfig.from_params(model="tiny", batch_sizes="1, 8", mode="both")
+def test_the_profile_step_parses_lists_and_picks_warmup() -> None:
+    from gpuplace.steps.profile import profile_config
+
+    c = profile_config({"model": "tiny", "batch_sizes": "1, 8", "mode": "both"})
     assert c.batch_sizes == (1, 8) and c.modes == ("eager", "static") and c.warmup == 3
+    assert profile_config({"mode": "eager"}).warmup == 2 and profile_config({"warmup": 0}).warmup == 0
+    assert profile_config({"memory_limit_gib": 0.0}).memory_limit_gib is None
+    assert profile_config({"real_weights": True}).random_weights is False
     with pytest.raises(InvalidInput, match=r"prompt_tokens='128;256'"):
-        ProfileConfig.from_params(model="tiny", prompt_tokens="128;256")
+        profile_config({"model": "tiny", "prompt_tokens": "128;256"})
+    with pytest.raises(InvalidInput, match=r"warmup=-2"):
+        profile_config({"warmup": -2})
 
 
 def test_sequence_longer_than_the_model_allows_is_rejected() -> None:

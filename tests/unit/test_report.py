@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuplace.compare.step import CompareOptions, run_compare_step
 from gpuplace.report import headline_metrics, write_report
-from gpuplace.report.render import render_html
+from gpuplace.report.render import render_html, verdict_line
+from gpuplace.steps.compare import CompareOptions, run_compare_step
 from gpuplace.types.compare import Comparison
 from tests.support.sample import write_sample_inputs
 
@@ -37,14 +37,16 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Comparison
 
 def test_report_files_and_plots(compared: tuple[Path, Comparison]) -> None:
     out, c = compared
-    for name in ("latency_distributions", "tpot_vs_rate", "fragmentation", "cost_vs_latency"):
+    for name in ("latency_distributions", "fragmentation", "cost_vs_latency"):
         assert (out / "plots" / f"{name}.png").read_bytes().startswith(PNG)
+    assert not (out / "plots" / "tpot_vs_rate.png").exists()  # one rate per path: no curve to draw
     md = (out / "report.md").read_text()
-    assert f"**{c.score.winner}** wins" in md
+    assert verdict_line(c) in md and "No difference beyond noise" in md  # the sample's paths overlap
+    assert "| TTFT p99 (ms) | 303.9 [" in md and "tie: intervals overlap" in md
     assert "| TPOT p99 (ms) |" in md and "## ROI" in md and "15,000 USD" in md
     assert "### Sensitivity" in md
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4 and "<table>" in html
+    assert html.count("data:image/png;base64,") == 3 and "<table>" in html
 
 
 def test_html_inlines_only_the_named_images(tmp_path: Path) -> None:
@@ -71,6 +73,46 @@ def test_report_rerenders_from_comparison_json_without_records(
 def test_headline_metrics_for_kfp(compared: tuple[Path, Comparison]) -> None:
     _, c = compared
     m = headline_metrics(c)
-    assert m["native_tpot_p99_ms"] == pytest.approx(c.path("native").tpot_p99_s * 1000)
+    assert m["native_tpot_p99_ms"] == pytest.approx(c.path("native").tpot.p99 * 1000)
     assert m["score_margin"] == pytest.approx(c.score.margin)
+    low, high = c.score.intervals["tpot_p99"]["native"]
+    assert (m["native_tpot_p99_ms_ci_low"], m["native_tpot_p99_ms_ci_high"]) == pytest.approx(
+        (low * 1e3, high * 1e3)
+    )
+    # every weighted criterion ties (the sample's intervals overlap; GPU-hours is measured once), so the
+    # margin's interval is the point [0, 0]: it includes zero
+    assert m["beyond_noise"] == 0.0 and m["score_margin_ci_low"] <= 0 <= m["score_margin_ci_high"]
     assert "roi_multiple" in m
+
+
+def test_plots_draw_only_what_informs_and_label_every_series(compared: tuple[Path, Comparison]) -> None:
+    from dataclasses import replace
+
+    from gpuplace.report.plots import close_figures, comparison_figures, fragmentation_bars, tpot_vs_rate
+    from tests.support.reports import latency_report
+
+    _, c = compared
+    at = [replace(latency_report([0.1], [0.01 * k]), workload={"rate_rps": k}) for k in (1.0, 2.0, 4.0)]
+    assert tpot_vs_rate({"native": at[:1], "kubeflow": at[:1]}) is None  # one rate: no curve
+    curve = tpot_vs_rate({"native": at, "kubeflow": at[:2]})
+    assert curve is not None
+    # served locally, no path held a GPU: no fragmentation plot
+    local = replace(c, paths=tuple(replace(m, gpus=float("nan")) for m in c.paths))
+    assert fragmentation_bars(local) is None
+    figures = comparison_figures(c)
+    try:
+        for fig in [*figures.values(), curve]:
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                drawn = [h for h in ax.get_legend_handles_labels()[1] if not h.startswith("_")]
+                assert legend is not None and drawn, f"{ax.get_title()}: a series without a legend"
+    finally:
+        close_figures({**figures, "curve": curve})
+
+
+def test_each_metric_row_names_the_criterion_that_scores_its_field() -> None:
+    from gpuplace.compare.score import CRITERIA
+    from gpuplace.report.render import _ROWS
+
+    named = {crit: field for _, field, _, _, crit in _ROWS if crit}
+    assert named == {c.name: c.field for c in CRITERIA.values()}

@@ -12,9 +12,14 @@ from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_m
 from gpuplace.catalog.efficiency import EFFICIENCY_COLUMNS, QUANTITIES, load_efficiency_table
 from gpuplace.catalog.gpus import DATA_DIR
 from gpuplace.errors import InvalidInput
-from gpuplace.planner.engine import kv_cache_blocks, transformers_engine_params, vllm_engine_params
+from gpuplace.planner.engine import (
+    kv_cache_blocks,
+    transformers_engine_params,
+    vllm_batch_defaults,
+    vllm_engine_params,
+)
 from gpuplace.planner.engine_sim import simulate
-from gpuplace.planner.shape import Shape
+from gpuplace.planner.hardware import ReplicaHardware
 from gpuplace.planner.steptime import (
     activation_bytes_per_token,
     causal_pairs,
@@ -114,7 +119,7 @@ def test_a_file_without_defaults_is_refused(tmp_path: Path) -> None:
 
 
 def test_decode_of_one_sequence_is_the_weight_read_at_unit_efficiency() -> None:
-    model = roofline_step_model(LLAMA8B, Shape(H100), UNIT)
+    model = roofline_step_model(LLAMA8B, ReplicaHardware(H100), UNIT)
     weights = LLAMA8B.decode_weight_params * 2 / 3350e9
     kv = 1000 * LLAMA8B.kv_bytes_per_token(2) / 3350e9
     # per layer: 2 add-RMSNorms (8·4096), rotary on q and k (2·(4096 + 1024)), SiLU-and-mul (3·14336)
@@ -127,14 +132,14 @@ def test_decode_of_one_sequence_is_the_weight_read_at_unit_efficiency() -> None:
 
 def test_every_gemm_kernel_adds_its_fixed_latency_to_the_weight_read() -> None:
     with_latency = replace(UNIT, gemm_latency_s=4e-6)
-    model = roofline_step_model(LLAMA8B, Shape(H100, tp=8, link="nvlink"), with_latency)
+    model = roofline_step_model(LLAMA8B, ReplicaHardware(H100, tp=8, link="nvlink"), with_latency)
 
     assert gemm_kernels(LLAMA8B) == 4 * 32 + 1
     assert model.weights_s == pytest.approx(LLAMA8B.decode_weight_params * 2 / 8 / 3350e9 + 129 * 4e-6)
 
 
 def test_prefill_is_compute_bound_and_counts_causal_attention() -> None:
-    model = roofline_step_model(LLAMA8B, Shape(H100), UNIT)
+    model = roofline_step_model(LLAMA8B, ReplicaHardware(H100), UNIT)
     c = 4096
     head = LLAMA8B.vocab_size * LLAMA8B.hidden_size
     body = LLAMA8B.num_params - LLAMA8B.embedding_params - head
@@ -150,9 +155,9 @@ def test_prefill_is_compute_bound_and_counts_causal_attention() -> None:
 
 def test_tensor_parallel_splits_work_and_adds_all_reduces_by_link() -> None:
     eff = TABLE.for_gpu(H100, LLAMA8B)
-    tp1 = roofline_step_model(LLAMA8B, Shape(H100), eff)
-    nvlink = roofline_step_model(LLAMA8B, Shape(H100, tp=2, link="nvlink"), eff)
-    numa = roofline_step_model(LLAMA8B, Shape(H100, tp=2, link="numa"), eff)
+    tp1 = roofline_step_model(LLAMA8B, ReplicaHardware(H100), eff)
+    nvlink = roofline_step_model(LLAMA8B, ReplicaHardware(H100, tp=2, link="nvlink"), eff)
+    numa = roofline_step_model(LLAMA8B, ReplicaHardware(H100, tp=2, link="numa"), eff)
 
     launches = gemm_kernels(LLAMA8B) * eff.gemm_latency_s  # the same kernels on each GPU
     assert nvlink.weights_s - launches == pytest.approx((tp1.weights_s - launches) / 2)
@@ -166,9 +171,9 @@ def test_tensor_parallel_splits_work_and_adds_all_reduces_by_link() -> None:
 
 def test_a_slower_gpu_or_a_mig_slice_takes_longer() -> None:
     eff = TABLE.for_gpu(A100, LLAMA8B)
-    whole = roofline_step_model(LLAMA8B, Shape(A100), eff)
-    mig = roofline_step_model(LLAMA8B, Shape(A100, bandwidth_share=4 / 8, compute_share=3 / 7), eff)
-    h100 = roofline_step_model(LLAMA8B, Shape(H100), TABLE.for_gpu(H100, LLAMA8B))
+    whole = roofline_step_model(LLAMA8B, ReplicaHardware(A100), eff)
+    mig = roofline_step_model(LLAMA8B, ReplicaHardware(A100, bandwidth_share=4 / 8, compute_share=3 / 7), eff)
+    h100 = roofline_step_model(LLAMA8B, ReplicaHardware(H100), TABLE.for_gpu(H100, LLAMA8B))
 
     for tokens in (1, 64, 2048):
         assert mig.step_s(tokens, 1, 1) > whole.step_s(tokens, 1, 1) > h100.step_s(tokens, 1, 1)
@@ -240,18 +245,18 @@ def _profile(kind: str, gpu: str, mbu: float, mfu: float):  # type: ignore[no-un
 
 def test_a_profile_calibrates_only_the_same_gpu_model() -> None:
     same = _profile("cuda", "H100-SXM5-80GB", 0.62, 0.55)
-    eff, notes = choose_efficiencies(LLAMA8B, Shape(H100), TABLE, same)
+    eff, notes = choose_efficiencies(LLAMA8B, ReplicaHardware(H100), TABLE, same)
     assert (eff.mbu, eff.mfu) == pytest.approx((0.62, 0.55))
     assert "profile" in eff.sources["mbu"]
 
-    other, notes = choose_efficiencies(LLAMA8B, Shape(A100), TABLE, same)
+    other, notes = choose_efficiencies(LLAMA8B, ReplicaHardware(A100), TABLE, same)
     assert other == TABLE.for_gpu(A100, LLAMA8B)
     assert "does not calibrate" in notes[0]
 
 
 def test_a_cpu_profile_never_calibrates_a_gpu() -> None:
     cpu = _profile("cpu", "", 1.43, 0.13)  # the figures that once priced every H100 step
-    eff, notes = choose_efficiencies(LLAMA8B, Shape(H100), TABLE, cpu)
+    eff, notes = choose_efficiencies(LLAMA8B, ReplicaHardware(H100), TABLE, cpu)
     assert eff == TABLE.for_gpu(H100, LLAMA8B)
     assert "CPU" in notes[0] and "does not calibrate" in notes[0]
 
@@ -259,10 +264,12 @@ def test_a_cpu_profile_never_calibrates_a_gpu() -> None:
 def test_calibration_refuses_an_mbu_above_one_instead_of_clamping() -> None:
     bad = _profile("cuda", "H100-SXM5-80GB", 1.43, 0.5)
     with pytest.raises(InvalidInput, match="above 1") as e:
-        choose_efficiencies(LLAMA8B, Shape(H100), TABLE, bad)
+        choose_efficiencies(LLAMA8B, ReplicaHardware(H100), TABLE, bad)
     assert e.value.field == "profile.mbu"
     with pytest.raises(InvalidInput, match="MFU"):
-        choose_efficiencies(LLAMA8B, Shape(H100), TABLE, _profile("cuda", "H100-SXM5-80GB", 0.7, 1.2))
+        choose_efficiencies(
+            LLAMA8B, ReplicaHardware(H100), TABLE, _profile("cuda", "H100-SXM5-80GB", 0.7, 1.2)
+        )
 
 
 # --- engine defaults and KV capacity ------------------------------------------------------------
@@ -276,7 +283,11 @@ def test_vllm_batch_defaults_follow_the_device_memory_and_the_a100_exception() -
     assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
     assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
     assert (l4.max_num_batched_tokens, l4.max_num_seqs) == (2048, 256)
-    assert h100.block_size == 16 and h100.gpu_memory_utilization == 0.9 and h100.enable_chunked_prefill
+    # vLLM 0.33's tier for 160 GiB and more (B200: 179 GiB), and what a MIG slice of it reports
+    b200 = CATALOG.get("B200-SXM-180GB")
+    assert vllm_batch_defaults(b200, b200.memory_gib)[:2] == (16384, 1024)
+    assert vllm_batch_defaults(b200, 83.8)[:2] == (8192, 1024)
+    assert h100.block_size == 16 and h100.gpu_memory_utilization == 0.92 and h100.enable_chunked_prefill
     assert all(h100.sources.get(f) for f in ("max_num_seqs", "block_size", "num_gpu_blocks", "max_model_len"))
 
 
@@ -285,7 +296,7 @@ def test_kv_capacity_is_the_memory_left_after_weights_activations_and_reserve() 
         LLAMA8B,
         79.6,
         1,
-        gpu_memory_utilization=0.9,
+        gpu_memory_utilization=0.92,
         block_size=16,
         max_num_batched_tokens=8192,
         max_num_seqs=1024,
@@ -293,7 +304,7 @@ def test_kv_capacity_is_the_memory_left_after_weights_activations_and_reserve() 
     gib = 2**30
     weights = LLAMA8B.num_params * 2
     activations = 8192 * (2 * 14336 + 4 * 4096) * 2 + 1024 * 128256 * 4
-    kv = 79.6 * gib * 0.9 - weights - activations - 1.0 * gib
+    kv = 79.6 * gib * 0.92 - weights - activations - 1.0 * gib
     per_block = 16 * 2 * 32 * 8 * 128 * 2
 
     assert budget.blocks == int(kv // per_block)
@@ -325,7 +336,7 @@ def test_transformers_defaults_on_a_cpu() -> None:
 
 def test_a_roofline_replica_serves_one_request_at_its_zero_load_latency() -> None:
     eff = TABLE.for_gpu(H100, LLAMA8B)
-    model = roofline_step_model(LLAMA8B, Shape(H100), eff)
+    model = roofline_step_model(LLAMA8B, ReplicaHardware(H100), eff)
     eng = vllm_engine_params(LLAMA8B, H100)
 
     result = simulate([RequestSpec(0, 0.0, 1024, 128)], eng, model, discard_head=0, discard_tail=0)
@@ -334,3 +345,13 @@ def test_a_roofline_replica_serves_one_request_at_its_zero_load_latency() -> Non
     # decode steps of one sequence at context 1025..1151
     expected = sum(model.step_s(1, 1, 1, 1024 + g) for g in range(1, 128)) / 127
     assert result.tpot.p50 == pytest.approx(expected)
+
+
+def test_decode_steps_until_is_the_fewest_steps_that_reach_the_target() -> None:
+    from gpuplace.planner.steptime import decode_steps_until
+
+    assert decode_steps_until(0.0, 3.5, 1.0, 0.0, 0.0, 1) == 4  # constant 1 s steps
+    assert decode_steps_until(5.0, 5.0, 1.0, 0.0, 0.0, 1) == 1  # already there: one step still runs
+    # steps of 1 + 0.1·(10 + 2j) s: 2, 2.2, 2.4 → 3 steps reach 6.6 s, not 2
+    assert decode_steps_until(0.0, 6.6, 1.0, 0.1, 10.0, 2) == 3
+    assert decode_steps_until(0.0, 6.61, 1.0, 0.1, 10.0, 2) == 4

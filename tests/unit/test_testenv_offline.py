@@ -141,6 +141,31 @@ def test_pki_chains_and_is_private(tmp_path: Path) -> None:
     ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))  # the pair matches
 
 
+def test_with_a_real_node_the_api_server_serves_its_pods_at_the_gateway(tmp_path: Path) -> None:
+    import ipaddress
+
+    serving = x509.load_pem_x509_certificate(
+        make_pki(tmp_path / "a", ips=("10.90.0.1",)).serving_cert.read_bytes()
+    )
+    ips = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.IPAddress
+    )
+    # the gateway (a mounted kubeconfig) and the kubernetes Service's IP (a service account's in-cluster)
+    assert {ipaddress.ip_address("10.90.0.1"), ipaddress.ip_address("10.0.0.1")} <= set(ips)
+    bins = {
+        n: Path(f"/bin/{n}")
+        for n in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+    }
+    ports = {
+        n: 1
+        for n in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+    }
+    pki = make_pki(tmp_path / "b")
+    for gateway, bind in (("", "127.0.0.1"), ("10.90.0.1", "0.0.0.0")):
+        cp = ControlPlane(state_dir=tmp_path, ports=ports, pod_gateway=gateway)
+        assert f"--bind-address={bind}" in cp._commands(bins, pki)["kube-apiserver"]
+
+
 def test_kubeconfig_loads_with_the_kubernetes_client(tmp_path: Path) -> None:
     from gpuplace.k8s.client import connect
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,16 +13,39 @@ from gpuplace.tracking.config import local_config, resolve_tracking
 from gpuplace.tracking.naming import KINDS, base_tags, finite, path_metric_dict
 from gpuplace.tracking.secrets import REDACTED, is_secret_key, redact_pairs, redact_text, secret_env_values
 from gpuplace.types.compare import PathMetrics
+from gpuplace.types.latency import PredictedVsMeasured
+from tests.support.plans import predicted
+from tests.support.reports import hand_metrics, latency_report
 
 
 def test_path_metric_keys_carry_units_and_drop_unknown_values() -> None:
     fields = {f: 0.5 for f, t in PathMetrics.__dataclass_fields__.items() if t.type == "float"}
     fields["cost_usd_per_month"] = math.nan
     fields["gpus"] = 2.0
-    m = PathMetrics(path="native", serving_target="local", completed=3, failed=1, **fields)  # type: ignore[arg-type]
+    m = hand_metrics("native", serving_target="local", completed=3, failed=1, ttft_p99_s=0.5, **fields)
     d = path_metric_dict(m)
     assert d["ttft_p99_ms"] == 500.0 and d["provisioning_s"] == 0.5 and d["gpus"] == 2.0
     assert "cost_usd_per_month" not in d
+    assert not any(k.startswith("predicted_") or k.endswith("error_ratio") for k in d)  # no prediction
+
+
+def test_path_metric_keys_of_a_prediction_are_the_documented_ones() -> None:
+    """The prediction's MLflow names (docs/tracking.md) come from the one predicted-vs-measured type."""
+    report = latency_report([0.2] * 4, [0.03] * 4)
+    pred = predicted((0.1, 0.25), (0.02, 0.04))
+    m = replace(hand_metrics("native"), latency=PredictedVsMeasured.of(pred, report))
+    d = path_metric_dict(m)
+    assert d["predicted_ttft_p99_ms"] == pytest.approx(250.0) and d["predicted_tpot_p50_ms"] == pytest.approx(
+        20.0
+    )
+    assert d["ttft_p99_error_ratio"] == pytest.approx(-0.2) and d["tpot_p99_error_ratio"] == pytest.approx(
+        -0.25
+    )
+    assert d["prediction_error_ratio"] == pytest.approx(0.225) and d["ttft_p99_ms"] == pytest.approx(200.0)
+    # predicted for another device than the one measured: the prediction is logged, its errors are not
+    elsewhere = path_metric_dict(replace(m, latency=PredictedVsMeasured.of(pred, report, applies=False)))
+    assert elsewhere["predicted_ttft_p99_ms"] == pytest.approx(250.0)
+    assert not any(k.endswith("error_ratio") for k in elsewhere)
     assert finite({"a": math.inf, "b": 1}) == {"b": 1.0}
 
 

@@ -1,8 +1,8 @@
-"""KFP component ``load_test``: a thin adapter over :mod:`gpuplace.loadtest`.
+"""KFP component ``load_test``: a thin adapter over :mod:`gpuplace.steps.load_test`.
 
 Reads the endpoint (a URL, or the deployment artifact of ``deploy_inference``), the plan (its SLO,
-traffic and prediction) and the workload parameters, runs one load test through
-``gpuplace.loadtest.run`` and writes the per-request records, report.json, metrics and a Markdown
+traffic and prediction) and the workload parameters, runs one load test through the load-test step
+and writes the per-request records, report.json, metrics and a Markdown
 summary; then it fails the task when no request succeeded. Only the standard library and kfp are
 imported at the top.
 """
@@ -61,20 +61,21 @@ def load_test(
         max_duration_s: Stop sending after this many seconds; 0 = no bound.
         seed: Seed of lengths, arrivals and prompts.
     """
-    params = dict(locals())  # the load-test parameters, by the names gpuplace.loadtest.config.PARAMS reads
+    params = dict(locals())  # the load test's parameters, by the names of gpuplace.steps.load_test.PARAMS
     import json
 
-    from gpuplace.deploy import read_record
-    from gpuplace.loadtest.config import LoadTestConfig
-    from gpuplace.loadtest.run import require_served, run_loadtest_to_paths
+    from gpuplace.loadtest.run import require_served
     from gpuplace.loadtest.summary import report_metrics
+    from gpuplace.steps.load_test import run_load_test_step
 
-    config = LoadTestConfig.from_params(
+    config, result = run_load_test_step(
         params,
-        deployment=read_record(deployment.path) if deployment is not None else None,
+        deployment=deployment.path if deployment is not None else "",
         plan=plan.path if plan is not None else "",
+        records=records.path,
+        report=report.path,
+        summary=summary.path,
     )
-    result = run_loadtest_to_paths(config, records=records.path, report=report.path, summary=summary.path)
     for name, value in report_metrics(result.report, result.prediction).items():
         metrics.log_metric(name, value)
     records.metadata.update({"format": "parquet", "rows": len(result.records)})

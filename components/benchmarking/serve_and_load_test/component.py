@@ -1,5 +1,5 @@
 """KFP component ``serve_and_load_test``: the Kubeflow path's serving step, over
-:func:`gpuplace.deploy.inline.serve_and_load_test`.
+:func:`gpuplace.steps.serve_and_load_test.run_serve_and_load_test_step` (its parameters: the step's table).
 
 The pipeline places this task's pod from the plan at run time (kfp-kubernetes node affinity,
 tolerations, node selector; accelerator type and count from the plan's outputs); the task serves the
@@ -59,11 +59,11 @@ def serve_and_load_test(
         run_id: Pipeline run id to label the task pod with (backend testenv).
         allow_misplacement: Keep going when the task pod is not on its planned node.
     """
-    params = dict(locals())  # the load-test parameters, by the names gpuplace.loadtest.config.PARAMS reads
-    from gpuplace.deploy.inline import check_served, serve_and_load_test_task
+    params = dict(locals())  # by the names of the step's table, gpuplace.steps.serve_and_load_test.PARAMS
     from gpuplace.loadtest.summary import report_metrics
+    from gpuplace.steps.serve_and_load_test import check_served, run_serve_and_load_test_step
 
-    result = serve_and_load_test_task(
+    result = run_serve_and_load_test_step(
         plan.path,
         params,
         deployment=deployment.path,

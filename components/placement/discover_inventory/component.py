@@ -1,4 +1,4 @@
-"""KFP component ``discover_inventory``: a thin adapter over :mod:`gpuplace.inventory`.
+"""KFP component ``discover_inventory``: a thin adapter over :mod:`gpuplace.steps.inventory`.
 
 Loads a fleet — a bundled fleet name, a fleet YAML, an Alibaba node CSV, or ``cluster`` (the cluster
 the task runs in, through its service account) — and writes it as JSON for ``plan_placement``.
@@ -27,25 +27,11 @@ def discover_inventory(
     Returns:
         A one-line summary of the fleet.
     """
-    import json
-    from pathlib import Path
+    params = {"source": source, "label_selector": label_selector}  # gpuplace.steps.inventory.PARAMS
+    from gpuplace.steps.inventory import inventory_metrics, run_inventory_step
 
-    from gpuplace.inventory import load_inventory
-    from gpuplace.inventory.jsonfile import inventory_to_json
-
-    if source == "cluster":
-        from gpuplace.inventory.cluster import inventory_from_cluster
-        from gpuplace.k8s.client import IN_CLUSTER, connect
-
-        inv = inventory_from_cluster(client=connect(IN_CLUSTER), label_selector=label_selector)
-    else:
-        inv = load_inventory(source)
-    Path(inventory.path).write_text(json.dumps(inventory_to_json(inv), indent=2))
+    inv = run_inventory_step(params, inventory.path, in_cluster=True)
     inventory.metadata.update({"source": inv.source, "format": "gpuplace-inventory-json"})
-    metrics.log_metric("nodes", float(len(inv.nodes)))
-    metrics.log_metric("gpus", float(inv.physical_gpu_count))
-    metrics.log_metric("mig_slices", float(inv.mig_slice_count))
-    metrics.log_metric(
-        "free_gpus", float(sum(1 for _, g in inv.devices() if not g.mig_profile and g.allocated == 0))
-    )
+    for name, value in inventory_metrics(inv).items():
+        metrics.log_metric(name, value)
     return f"{len(inv.nodes)} nodes, {inv.physical_gpu_count} GPUs from {inv.source}"

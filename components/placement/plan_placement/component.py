@@ -1,4 +1,4 @@
-"""KFP component ``plan_placement``: a thin adapter over :mod:`gpuplace.planner` and its manifests.
+"""KFP component ``plan_placement``: a thin adapter over :mod:`gpuplace.steps.plan`.
 
 Reads an inventory (a fleet name/path, or the JSON ``discover_inventory`` wrote; ``local`` plans onto
 the task's own machine with the local engine's measured steps) and, optionally, a profile that
@@ -39,6 +39,8 @@ def plan_placement(
     breach_penalty_usd: float = 0.0,
     numa_align: bool = False,
     image: str = "",
+    dtype: str = "bf16",
+    kv_cache_dtype: str = "auto",
 ) -> NamedTuple(
     "Outputs",
     [
@@ -73,24 +75,25 @@ def plan_placement(
         breach_penalty_usd: Cost of one SLA breach, for the expected breach cost.
         numa_align: Size CPUs to the GPUs' share of their NUMA node.
         image: Serving image of the plan's manifests; empty = vLLM's OpenAI server image.
+        dtype: Weights: bf16, or fp8 (W8A8, vLLM's --quantization fp8; needs FP8 tensor cores).
+        kv_cache_dtype: KV cache: auto (the model's dtype) or fp8 (vLLM's --kv-cache-dtype fp8).
     """
-    params = dict(locals())  # the plan parameters, by the names PlanRequest.from_params reads
+    params = dict(locals())  # the plan step's parameters, by the names of gpuplace.steps.plan_params.PARAMS
     from collections import namedtuple
     from pathlib import Path
 
     from gpuplace.catalog import load_gpu_catalog
-    from gpuplace.manifests import ServingOptions
-    from gpuplace.planner import PlanRequest
-    from gpuplace.planner.step import run_plan_step
+    from gpuplace.steps.plan import run_plan_step
+    from gpuplace.steps.plan_params import plan_request, serving_options
 
     catalog = load_gpu_catalog()
     result = run_plan_step(
-        PlanRequest.from_params(params, catalog),
+        plan_request(params, catalog),
         profile=Path(profile.path) if profile is not None else None,
         inventory=inventory_json.path if inventory_json is not None else inventory,
         out=Path(plan.path),
         catalog=catalog,
-        options=ServingOptions.from_params(params),
+        options=serving_options(params),
         engine_steps=Path(engine_steps.path) if engine_steps is not None else None,
     )
     Path(candidates.path).write_text(result.candidates_markdown)

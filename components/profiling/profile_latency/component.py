@@ -1,8 +1,8 @@
-"""KFP component ``profile_latency``: a thin adapter over :mod:`gpuplace.profiling`.
+"""KFP component ``profile_latency``: a thin adapter over :mod:`gpuplace.steps.profile`.
 
-Reads its parameters, calls ``gpuplace.profiling.step.run_profile_step`` and writes the outputs; with
+Reads its parameters, calls ``gpuplace.steps.profile.run_profile_step`` and writes the outputs; with
 ``measure_engine_steps`` it also measures the local serving engine's step time on the task's device
-(``gpuplace.deploy.calibrate.run_engine_steps_step``), which a plan for ``inventory=local`` needs.
+(``gpuplace.steps.calibrate.run_engine_steps_step``), which a plan for ``inventory=local`` needs.
 Only the standard library and kfp are imported here; gpuplace is imported inside the function,
 which runs in the component image (the CUDA image by default: profiling wants the GPU the task
 lands on; request it with ``task.set_accelerator_type(...).set_accelerator_limit(1)``).
@@ -51,29 +51,18 @@ def profile_latency(
         measure_engine_steps: Also measure the local serving engine (transformers serve
             --continuous-batching on this device) step time into engine_steps (else it is left empty).
     """
+    params = dict(locals())  # the profile step's parameters, by the names of gpuplace.steps.profile.PARAMS
     from pathlib import Path
 
-    from gpuplace.profiling import ProfileConfig
-    from gpuplace.profiling.step import profile_metrics, run_profile_step
+    from gpuplace.profiling.summary import profile_metrics
+    from gpuplace.steps.profile import profile_config, run_profile_step
 
-    config = ProfileConfig.from_params(
-        model=model,
-        device=device,
-        batch_sizes=batch_sizes,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        dtypes=dtypes,
-        mode=mode,
-        repeats=repeats,
-        warmup=None if warmup < 0 else warmup,
-        seed=seed,
-        memory_limit_gib=memory_limit_gib or None,
-    )
+    config = profile_config(params)
     result = run_profile_step(config, profile.path, device_info.path, summary.path)
     for name, value in profile_metrics(result.profile).items():
         metrics.log_metric(name, value)
     profile.metadata.update({"model": model, "device": result.profile.device.name, "format": "parquet"})
-    from gpuplace.deploy.calibrate import engine_steps_output
+    from gpuplace.steps.calibrate import engine_steps_output
 
     steps = engine_steps_output(model, Path(engine_steps.path), device=device, measure=measure_engine_steps)
     if steps is not None:

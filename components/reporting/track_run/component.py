@@ -1,5 +1,5 @@
 """KFP component ``track_run``: logs a ``llm_placement`` run to MLflow, over
-:func:`gpuplace.tracking.step.track_run_step`. Only the standard library and kfp are imported here.
+:func:`gpuplace.steps.track.track_run_step`. Only the standard library and kfp are imported here.
 
 Under Kubeflow Pipelines 2.17+ with MLflow enabled, the backend injects ``MLFLOW_RUN_ID`` and the
 step attaches to that run; otherwise it creates one parent run tagged with the KFP run id.
@@ -35,20 +35,16 @@ def track_run(
         fallback_local: Log to the local store when the server does not answer (and say so).
         kfp_run_id: The KFP run id to tag the run with (pass dsl.PIPELINE_JOB_ID_PLACEHOLDER).
     """
-    from gpuplace.tracking.step import track_run_step
+    params = dict(locals())  # by the names of the tracking step's table, gpuplace.steps.track.PARAMS
+    from gpuplace.steps.track import track_run_step
 
     result = track_run_step(
-        name=run_name,
+        params,
         profile=profile.path,
         plan_dir=plan.path,
         deployment=deployment.path,
         report=report.path,
         records=records.path,
-        uri=mlflow_uri or None,
-        experiment=mlflow_experiment,
-        workdir=mlflow_workdir or None,
-        fallback_local=fallback_local,
-        kfp_run_id=kfp_run_id,
     )
     print(f"MLflow run {result.run_id}: {result.where}")
     return result.where

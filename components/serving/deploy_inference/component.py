@@ -1,4 +1,4 @@
-"""KFP component ``deploy_inference``: a thin adapter over :func:`gpuplace.deploy.deploy`.
+"""KFP component ``deploy_inference``: a thin adapter over :mod:`gpuplace.steps.deploy`.
 
 Reads a plan directory (``plan.json`` + ``manifests/``), deploys it to the ``kubernetes`` target
 (server-side apply, rollout wait, provisioning latency, placement check) or the ``local`` one, and writes
@@ -45,10 +45,13 @@ def deploy_inference(
         create_namespace: Create the namespace when it does not exist.
         path: The orchestration path this deploy is ("native" in orchestration_comparison).
     """
-    params = dict(locals())  # the deploy parameters, by the names gpuplace.deploy.deploy_task reads
-    from gpuplace.deploy import deploy_metrics, deploy_task
+    params = dict(locals())  # by the names of the deploy step's table, gpuplace.steps.deploy.PARAMS
+    from gpuplace.deploy import deploy_metrics
+    from gpuplace.steps.deploy import run_deploy_step
 
-    record = deploy_task(plan.path, deployment.path, params)
+    record = run_deploy_step(
+        plan.path, deployment.path, params, in_cluster=True, workdir=deployment.path + ".local", log=print
+    )
     for name, value in deploy_metrics(record).items():
         metrics.log_metric(name, value)
     deployment.metadata.update({"target": target, "namespace": namespace, "plan_id": record.plan_id})

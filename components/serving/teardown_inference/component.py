@@ -1,4 +1,4 @@
-"""KFP component ``teardown_inference``: a thin adapter over :func:`gpuplace.deploy.teardown`.
+"""KFP component ``teardown_inference``: a thin adapter over :mod:`gpuplace.steps.teardown`.
 
 Deletes what ``deploy_inference`` created from the same plan directory (a 404 counts as done) and
 waits for its pods to go; for the ``local`` target it stops the server named in the deployment record,
@@ -35,17 +35,15 @@ def teardown_inference(
         kubeconfig: Path of a kubeconfig; empty = in-cluster.
         timeout_s: Deadline for deleting and waiting for the pods to go.
     """
-    from gpuplace.deploy import read_record, teardown
+    params = dict(locals())  # by the names of the teardown step's table, gpuplace.steps.teardown.PARAMS
+    from gpuplace.steps.teardown import run_teardown_step
 
-    record = read_record(deployment.path) if deployment is not None else None
-    summary = teardown(
+    summary = run_teardown_step(
         plan.path if plan is not None else None,
-        target=target,
-        kubeconfig=kubeconfig or ("in-cluster" if target == "kubernetes" else None),
-        namespace=namespace,
-        record=record,
-        run_id=run_id,
-        timeout_s=timeout_s,
+        params,
+        record=deployment.path if deployment is not None else None,
+        record_field="deployment",
+        in_cluster=True,
     )
     print(summary)
     return summary

@@ -5,7 +5,8 @@ is given, they come from this file: one row per (GPU class, quantity) with a pub
 A GPU class is a catalog GPU name (a measured GPU), an architecture (``hopper``, ``ampere``, ``ada``)
 or ``default``; :meth:`EfficiencyTable.for_gpu` takes each quantity from the most specific class that
 has it. Per-layer overheads are turned into a model's absolute times there, since they scale with its
-depth. Schema and sources: docs/serving-model.md.
+depth; the engine's per-step floor (``step_floor_s``: scheduler, input preparation, sampling, detokenising)
+is added to the step whatever the model. Schema and sources: docs/serving-model.md.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ QUANTITIES: Mapping[str, tuple[float, float]] = MappingProxyType(
         "link_efficiency": (0.0, 1.0),
         "gemm_latency_s": (0.0, 0.001),
         "step_overhead_s_per_layer": (0.0, 0.01),
+        "step_floor_s": (0.0, 0.05),
         "request_overhead_s_per_layer": (0.0, 0.1),
     }
 )
@@ -84,7 +86,8 @@ class EfficiencyTable:
             attention_mfu=values["attention_mfu"],
             link_efficiency=values["link_efficiency"],
             gemm_latency_s=values["gemm_latency_s"],
-            step_overhead_s=values["step_overhead_s_per_layer"] * layers,
+            # the per-layer kernel floors and the engine's per-step CPU-side floor, whatever the model
+            step_overhead_s=values["step_overhead_s_per_layer"] * layers + values["step_floor_s"],
             request_overhead_s=values["request_overhead_s_per_layer"] * layers,
             sources={
                 "mbu": sources["mbu"],
@@ -92,7 +95,8 @@ class EfficiencyTable:
                 "attention_mfu": sources["attention_mfu"],
                 "link_efficiency": sources["link_efficiency"],
                 "gemm_latency_s": sources["gemm_latency_s"],
-                "step_overhead_s": f"{layers} layers x {sources['step_overhead_s_per_layer']}",
+                "step_overhead_s": f"{layers} layers x {sources['step_overhead_s_per_layer']}; "
+                f"+ the engine's step floor {sources['step_floor_s']}",
                 "request_overhead_s": f"{layers} layers x {sources['request_overhead_s_per_layer']}",
             },
         )

@@ -27,9 +27,11 @@ GPU_COLUMNS: tuple[str, ...] = (
     "hbm_bandwidth_gbps",
     "bf16_tflops",
     "fp16_tflops",
+    "fp8_tflops",
     "pcie_gen",
     "pcie_lanes",
     "nvlink_gbps",
+    "nvlink_domain_gpus",
     "form_factor",
     "compute_slices",
     "memory_slices",
@@ -45,6 +47,10 @@ MIG_COLUMNS: tuple[str, ...] = (
     "memory_slices",
     "max_instances",
 )
+# Columns a user's catalog may omit (added in catalog 2026.12.0): no FP8 tensor cores; the NVLink domain
+# derived from the form factor (GpuSpec.nvlink_domain)
+OPTIONAL_GPU_COLUMNS: Mapping[str, str] = {"fp8_tflops": "0", "nvlink_domain_gpus": "0"}
+FORM_FACTORS: tuple[str, ...] = ("sxm2", "sxm4", "sxm5", "sxm6", "superchip", "pcie")
 _MIG_NAME = re.compile(r"^(\d)g\.(\d+)gb$")
 
 
@@ -194,11 +200,13 @@ def load_gpu_catalog(
     gpus: dict[str, GpuSpec] = {}
     with chosen.open(newline="") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in GPU_COLUMNS if c not in (reader.fieldnames or ())]
+        given = set(reader.fieldnames or ())
+        missing = [c for c in GPU_COLUMNS if c not in given and c not in OPTIONAL_GPU_COLUMNS]
         if missing:
             raise InvalidInput(f"{chosen.name}:columns", missing, "missing", "Add them (docs/catalog.md)")
         for line, row in enumerate(reader, start=2):
             _check_width(row, chosen, line, len(reader.fieldnames or ()))
+            row = {**OPTIONAL_GPU_COLUMNS, **row}
             name = row["name"].strip()
             if not name:
                 raise InvalidInput(f"{chosen.name}:{line}:name", name, "is empty", "Name every GPU")
@@ -206,12 +214,12 @@ def load_gpu_catalog(
                 raise InvalidInput(
                     f"{chosen.name}:{line}:name", name, "is listed twice", "Keep one row per GPU"
                 )
-            if row["form_factor"] not in ("sxm2", "sxm4", "sxm5", "pcie"):
+            if row["form_factor"] not in FORM_FACTORS:
                 raise InvalidInput(
                     f"{chosen.name}:{line}:form_factor",
                     row["form_factor"],
                     "unknown",
-                    "Use sxm2|sxm4|sxm5|pcie",
+                    f"Use {'|'.join(FORM_FACTORS)}",
                 )
             gpus[name] = GpuSpec(
                 name=name,
@@ -222,9 +230,11 @@ def load_gpu_catalog(
                 hbm_bandwidth_gbps=_number(row, "hbm_bandwidth_gbps", chosen, line),
                 bf16_tflops=_number(row, "bf16_tflops", chosen, line),
                 fp16_tflops=_number(row, "fp16_tflops", chosen, line),
+                fp8_tflops=_number(row, "fp8_tflops", chosen, line),
                 pcie_gen=int(_number(row, "pcie_gen", chosen, line, int)),
                 pcie_lanes=int(_number(row, "pcie_lanes", chosen, line, int)),
                 nvlink_gbps=_number(row, "nvlink_gbps", chosen, line),
+                nvlink_domain_gpus=int(_number(row, "nvlink_domain_gpus", chosen, line, int)),
                 form_factor=row["form_factor"],
                 price_usd_per_hour=_number(row, "price_usd_per_hour", chosen, line),
                 compute_slices=int(_number(row, "compute_slices", chosen, line, int)),

@@ -139,3 +139,20 @@ def build_model_dir(preset: str, out: Path | None = None, *, seed: int = 0) -> P
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gpuplace.catalog.modeldir PRESET OUT``: build ``PRESET``'s model directory at ``OUT``
+    (what the serving container runs before ``transformers serve``, :mod:`gpuplace.manifests.local`)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m gpuplace.catalog.modeldir PRESET OUT", file=sys.stderr)
+        return 2
+    print(build_model_dir(args[0], Path(args[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

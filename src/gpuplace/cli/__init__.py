@@ -23,6 +23,7 @@ from gpuplace.cli.extender import ExtenderCommand
 from gpuplace.cli.inventory import InventoryCommand
 from gpuplace.cli.loadtest import LoadTestCommand
 from gpuplace.cli.plan import PlanCommand
+from gpuplace.cli.predict import PredictCommand
 from gpuplace.cli.profile import ProfileCommand
 from gpuplace.cli.rbac import RbacCommand
 from gpuplace.cli.report import ReportCommand
@@ -46,6 +47,7 @@ COMMANDS: tuple[Command, ...] = (
     RunCommand(),
     CompileCommand(),
     SubmitCommand(),
+    PredictCommand(),
     CatalogCommand(),
     TestenvCommand(),
     ExtenderCommand(),

@@ -55,19 +55,19 @@ class BenchCommand(Command):
         f.add_argument("--quiet", action="store_true", help="no progress lines")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.planner.fragbench import run_fragmentation_bench, run_paper_bench
+        from gpuplace.fgd.bench import run_fragmentation_bench, run_paper_bench
 
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         nodes, pods = Path(args.nodes), Path(args.pods)
         if args.protocol == "paper":
-            from gpuplace.planner.paperreplay import PAPER_POLICIES
+            from gpuplace.fgd.paperreplay import PAPER_POLICIES
 
             result = run_paper_bench(
                 nodes, {pods.stem: pods}, policies or list(PAPER_POLICIES), args.seeds,
                 workers=args.workers, show_progress=not args.quiet,
             )[pods.stem]  # fmt: skip
         else:
-            from gpuplace.planner.replay import POLICIES
+            from gpuplace.fgd.replay import POLICIES
 
             result = run_fragmentation_bench(
                 nodes,

@@ -26,19 +26,31 @@ class CatalogCommand(Command):
         if args.what == "gpus":
             catalog = load_gpu_catalog(args.gpu_catalog)
             print(f"GPU catalog {catalog.version} ({catalog.source})")
-            print(f"{'name':16} {'GiB':>6} {'GB/s':>6} {'bf16 TF':>8} {'NVLink':>7} {'$/h':>6}  MIG profiles")
+            print(
+                f"{'name':20} {'GiB':>6} {'GB/s':>6} {'bf16 TF':>8} {'fp8 TF':>7} {'NVLink':>7} "
+                f"{'domain':>6} {'$/h':>6}  MIG profiles"
+            )
             for g in catalog:
                 migs = ",".join(m.name for m in g.mig_profiles) or "-"
                 print(
-                    f"{g.name:16} {g.memory_gib:6.1f} {g.hbm_bandwidth_gbps:6.0f} {g.bf16_tflops:8.0f} "
-                    f"{g.nvlink_gbps:7.0f} {g.price_usd_per_hour:6.2f}  {migs}"
+                    f"{g.name:20} {g.memory_gib:6.1f} {g.hbm_bandwidth_gbps:6.0f} {g.bf16_tflops:8.0f} "
+                    f"{g.fp8_tflops:7.0f} {g.nvlink_gbps:7.0f} {g.nvlink_domain:6d} "
+                    f"{g.price_usd_per_hour:6.2f}  {migs}"
                 )
             return 0
         for name in model_preset_names():
             arch = model_arch_from_config(name, resolve_model(name).config)
             print(
-                f"{name:16} {arch.model_type:8} {arch.num_params / 1e9:7.3f}B params  "
+                f"{name:16} {arch.model_type:8} {_params(arch.num_params):>8} params  "
                 f"layers={arch.num_layers} hidden={arch.hidden_size} "
                 f"heads={arch.num_attention_heads}/{arch.num_kv_heads} vocab={arch.vocab_size}"
             )
         return 0
+
+
+def _params(n: float) -> str:
+    """A parameter count a reader can compare: ``8.03B``, ``1.2M`` (a tiny model is not ``0.000B``)."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}" if n < 100 * scale else f"{n / scale:.0f}{unit}"
+    return f"{n:.0f}"

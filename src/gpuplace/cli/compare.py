@@ -1,4 +1,5 @@
-"""``gpuplace compare``: both paths' deployment records and load tests → the comparison step."""
+"""``gpuplace compare``: both paths' deployment records and load tests → the comparison step; the other
+flags are the step's table (:data:`gpuplace.steps.compare.PARAMS`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class CompareCommand(Command):
     )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from gpuplace.params import add_flags
+        from gpuplace.steps.compare import COMPARISON, MLFLOW
+
         for path in ("native", "kubeflow"):
             p.add_argument(f"--{path}-deployment", default="", help=f"deployment.json of the {path} path")
             p.add_argument(
@@ -29,43 +33,22 @@ class CompareCommand(Command):
                 default=[],
                 help="another load test of the path (TPOT vs rate)",
             )
-        p.add_argument("--plan", default="", help="plan.json (or its folder)")
-        p.add_argument(
-            "--inventory", default="", help="the fleet: bundled name, fleet YAML, Alibaba CSV or cluster"
-        )
-        p.add_argument("--gpu-catalog", default=None, help="a gpus.csv to use instead of the bundled one")
-        p.add_argument(
-            "--weights", default="", help="e.g. tpot_p99=0.7,cost=0.3 (sum 1; default docs/comparison.md)"
-        )
-        p.add_argument(
-            "--assess",
-            action="append",
-            default=[],
-            help="an assessed criterion, e.g. reuse=native:0.4,kubeflow:0.9",
-        )
-        p.add_argument(
-            "--penalty-usd-per-breach",
-            type=float,
-            default=0.0,
-            help="SLA penalty per request missing the SLO",
-        )
-        p.add_argument(
-            "--engineering-weeks", type=float, default=0.0, help="ROI: weeks to adopt the mechanism"
-        )
-        p.add_argument(
-            "--rate-usd-per-week", type=float, default=0.0, help="ROI: cost of one engineering week"
-        )
-        p.add_argument(
-            "--saved-usd-per-quarter", type=float, default=None, help="ROI: override the derived saving"
-        )
-        p.add_argument("--adopt", default="", help="ROI: the path being adopted (default: the winner)")
+            p.add_argument(
+                f"--{path}-repeat",
+                nargs=2,
+                action="append",
+                default=[],
+                metavar=("DEPLOYMENT", "LOADTEST"),
+                help="another run of the same workload: pooled, and its noise counted (repeatable)",
+            )
         p.add_argument("--out", default="comparison", help="output folder")
-        add_mlflow_flags(p)
+        add_flags(p, COMPARISON)
+        add_flags(p.add_argument_group("MLflow (docs/tracking.md)"), MLFLOW)
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.compare.step import CompareOptions, parse_path_inputs
         from gpuplace.report.render import flip_lines, verdict_line
-        from gpuplace.tracking.step import compare_and_track
+        from gpuplace.steps.compare import compare_options, parse_path_inputs
+        from gpuplace.steps.track import compare_and_track
 
         paths = parse_path_inputs(
             args.native_deployment,
@@ -74,9 +57,13 @@ class CompareCommand(Command):
             args.kubeflow_loadtest,
             args.native_sweep,
             args.kubeflow_sweep,
+            native_repeat=[tuple(r) for r in args.native_repeat],
+            kubeflow_repeat=[tuple(r) for r in args.kubeflow_repeat],
         )
-        options = CompareOptions.from_params(vars(args), paths)
+        options = compare_options(vars(args), paths)
         result = compare_and_track(options, args.out)
+        for note in result.comparison.notes:
+            print(f"note: {note}")
         print(verdict_line(result.comparison).replace("**", ""))
         for line in flip_lines(result.comparison):
             print(line.replace("**", ""))
@@ -85,26 +72,3 @@ class CompareCommand(Command):
         if result.mlflow_run_id:
             print(f"MLflow     : run {result.mlflow_run_id} in {result.mlflow_where}")
         return 0
-
-
-def add_mlflow_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--mlflow", dest="log_to_mlflow", action="store_true", help="also log to MLflow (docs/tracking.md)"
-    )
-    p.add_argument(
-        "--mlflow-uri", default="", help="tracking URI (default MLFLOW_TRACKING_URI, else a local store)"
-    )
-    p.add_argument("--experiment", dest="mlflow_experiment", default="gpuplace", help="MLflow experiment")
-    p.add_argument("--mlflow-workdir", default=".gpuplace/mlflow", help="where the local store lives")
-    p.add_argument(
-        "--mlflow-fallback-local",
-        action="store_true",
-        help="log to the local store if the server is unreachable",
-    )
-    p.add_argument(
-        "--run-name", default="", help="name of the MLflow parent run (default: compare <plan id>)"
-    )
-    p.add_argument("--kfp-run-id", default="", help="the KFP run id to tag the MLflow run with")
-    p.add_argument("--profile", default="", help="profile Parquet to log under the same parent run")
-    p.add_argument("--manifests", default="", help="folder of rendered manifests to log with the plan")
-    p.add_argument("--system-metrics", action="store_true", help="log CPU (and GPU via NVML) usage")

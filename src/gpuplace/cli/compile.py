@@ -18,7 +18,11 @@ class CompileCommand(Command):
     )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        p.add_argument("pipelines", nargs="*", help="pipeline names (none: all)")
+        from gpuplace.jobs.submit import pipeline_names
+
+        p.add_argument(
+            "pipelines", nargs="*", help=f"pipeline names, of {', '.join(pipeline_names())} (none: all)"
+        )
         p.add_argument("--out", default=None, help="write here instead (one pipeline only)")
 
     def run(self, args: argparse.Namespace) -> int:

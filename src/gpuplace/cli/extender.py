@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuplace.cli.base import Command
+from gpuplace.cli.base import Command, HelpFormatter
 from gpuplace.errors import InvalidInput
 
 
@@ -22,7 +22,12 @@ class ExtenderCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         verbs = p.add_subparsers(dest="extender_command", required=True, metavar="{serve,config}")
-        s = verbs.add_parser("serve", help="serve filter/prioritize/bind over HTTP")
+        s = verbs.add_parser(
+            "serve",
+            help="serve filter/prioritize/bind over HTTP",
+            description="Serve the extender's filter, prioritize and bind verbs over HTTP (docs/extender.md)",
+            formatter_class=HelpFormatter,
+        )
         s.add_argument("--host", default="127.0.0.1", help="address to listen on")
         s.add_argument("--port", type=int, default=None, help="TCP port (default 8888; 0 = any free port)")
         s.add_argument("--prefix", default=None, help="URL prefix of the verbs (default /gpuplace)")
@@ -51,7 +56,11 @@ class ExtenderCommand(Command):
         s.set_defaults(verb=_cmd_serve)
 
         c = verbs.add_parser(
-            "config", help="print a KubeSchedulerConfiguration using the extender (+ manifests)"
+            "config",
+            help="print a KubeSchedulerConfiguration using the extender (+ manifests)",
+            description="Print a KubeSchedulerConfiguration that calls the extender, with --manifests its "
+            "in-cluster Deployment, Service and RBAC (docs/extender.md).",
+            formatter_class=HelpFormatter,
         )
         c.add_argument(
             "--url", default=None, help="the extender's URL prefix (default http://127.0.0.1:8888/gpuplace)"
@@ -86,7 +95,11 @@ class ExtenderCommand(Command):
             "--manifests", action="store_true", help="also print the in-cluster Deployment/Service/RBAC"
         )
         c.add_argument("--namespace", default=None, help="namespace of the manifests (default kube-system)")
-        c.add_argument("--image", default=None, help="image of the manifests' Deployment")
+        c.add_argument(
+            "--image",
+            default=None,
+            help="image of the manifests' Deployment (default: the gpuplace CPU image)",
+        )
         c.add_argument("--out", default=None, help="write here instead of stdout")
         c.set_defaults(verb=_cmd_config)
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from gpuplace.cli.base import Command
 from gpuplace.types import Inventory
@@ -21,41 +19,23 @@ class InventoryCommand(Command):
     epilog = "example: gpuplace inventory --inventory mixed-a100-h100-l4"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--inventory",
-            default="mixed-a100-h100-l4",
-            help="bundled fleet name, fleet YAML, Alibaba node CSV, or 'cluster'",
-        )
-        p.add_argument(
-            "--kubeconfig",
-            default=None,
-            help="for 'cluster' (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
-        )
-        p.add_argument(
-            "--label-selector", default="", help="for 'cluster': only nodes matching this selector"
-        )
+        from gpuplace.params import add_flags
+        from gpuplace.steps.inventory import PARAMS
+
+        add_flags(p, PARAMS)
         p.add_argument("--gpu-catalog", default=None, help="a gpus.csv to use instead of the bundled one")
         p.add_argument("--out", default=None, help="also write the inventory as JSON here")
         p.add_argument("--list-bundled", action="store_true", help="list the bundled fleets and exit")
 
     def run(self, args: argparse.Namespace) -> int:
         from gpuplace.catalog import load_gpu_catalog
-        from gpuplace.inventory import bundled_fleet_names, load_inventory
-        from gpuplace.inventory.jsonfile import inventory_to_json
+        from gpuplace.inventory import bundled_fleet_names
+        from gpuplace.steps.inventory import run_inventory_step
 
         if args.list_bundled:
             print("\n".join(bundled_fleet_names()))
             return 0
-        catalog = load_gpu_catalog(args.gpu_catalog)
-        if args.inventory == "cluster":
-            from gpuplace.inventory.cluster import inventory_from_cluster
-            from gpuplace.k8s.client import connect
-
-            inventory = inventory_from_cluster(
-                client=connect(args.kubeconfig), catalog=catalog, label_selector=args.label_selector
-            )
-        else:
-            inventory = load_inventory(args.inventory, catalog=catalog)
+        inventory = run_inventory_step(vars(args), args.out, catalog=load_gpu_catalog(args.gpu_catalog))
         for w in inventory.warnings:
             print(f"warning: {w}", file=sys.stderr)
         if len(inventory.nodes) <= 200:
@@ -65,7 +45,6 @@ class InventoryCommand(Command):
                 f"{len(inventory.nodes)} nodes, {inventory.physical_gpu_count} GPUs from {inventory.source}"
             )
         if args.out:
-            Path(args.out).write_text(json.dumps(inventory_to_json(inventory), indent=2) + "\n")
             print(f"wrote {args.out}")
         return 0
 

@@ -1,4 +1,4 @@
-"""``gpuplace loadtest``: flags (made from :data:`gpuplace.loadtest.config.PARAMS`) → one run, a sweep
+"""``gpuplace loadtest``: flags (made from :data:`gpuplace.steps.load_test.PARAMS`) → one run, a sweep
 or a knee search. Exit 0 when some request completed, 1 when every request failed (the report still
 says why), 2 for bad input."""
 
@@ -8,6 +8,11 @@ import argparse
 import sys
 
 from gpuplace.cli.base import Command, comma_floats, comma_ints
+
+_RATE_HELP = (
+    "open loop, mean requests/s, > 0 (default: the plan's rate; without a plan or --concurrency, a closed "
+    "loop of one request at a time)"
+)
 
 
 class LoadTestCommand(Command):
@@ -22,7 +27,8 @@ class LoadTestCommand(Command):
     epilog = "example: gpuplace loadtest --endpoint http://127.0.0.1:8000 --rate 2 --max-requests 50 --out lt"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from gpuplace.loadtest.config import PARAMS
+        from gpuplace.params import add_flags
+        from gpuplace.steps.load_test import PARAMS
 
         p.add_argument(
             "--deployment", default="", help="a deployment.json (gpuplace deploy) instead of --endpoint"
@@ -31,15 +37,10 @@ class LoadTestCommand(Command):
             "--plan", default="", help="plan directory: SLO, traffic, rate and prediction come from it"
         )
         load = p.add_argument_group("workload")
-        for param in PARAMS:
-            load.add_argument(
-                param.cli_flag,
-                dest=param.name,
-                type=param.kind,
-                default=param.default,
-                choices=param.choices or None,
-                help=param.help,
-            )
+        add_flags(load, PARAMS, helps={"rate": _RATE_HELP})
+        # the table's 0 means "unset" for the components; on the command line an explicit --rate 0 is a
+        # mistake, refused below, so the flag's own default is None
+        p.set_defaults(rate=None)
         load.add_argument(
             "--no-warmup", action="store_true", help="skip the probe and 2-token warm-up request"
         )
@@ -68,23 +69,28 @@ class LoadTestCommand(Command):
         p.add_argument("--quiet", action="store_true", help="no progress lines")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.deploy import read_record
         from gpuplace.errors import InvalidInput
-        from gpuplace.loadtest.config import LoadTestConfig
         from gpuplace.loadtest.run import run_loadtest_step
         from gpuplace.loadtest.summary import format_prediction, format_table
         from gpuplace.loadtest.sweep import run_knee_step, run_sweep_step
+        from gpuplace.steps.load_test import load_test_config, read_load_test_inputs
         from gpuplace.types.plan import Slo
 
+        if args.rate is None:
+            args.rate = 0.0
+        elif not args.rate > 0:
+            raise InvalidInput(
+                "rate",
+                args.rate,
+                "must be positive",
+                "Omit --rate for the plan's rate (without a plan: a closed loop of one request at a time)",
+            )
         slo = None
         if args.slo_ttft_ms or args.slo_tpot_ms:
             slo = Slo.from_ms(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms)
-        config = LoadTestConfig.from_params(
-            vars(args),
-            deployment=read_record(args.deployment) if args.deployment else None,
-            plan=args.plan,
-            slo=slo,
-            warmup=not args.no_warmup,
+        record, plan = read_load_test_inputs(args.deployment, args.plan)
+        config = load_test_config(
+            vars(args), deployment=record, plan=plan, slo=slo, warmup=not args.no_warmup
         )
         show = not args.quiet
         if args.knee:

@@ -1,4 +1,5 @@
-"""``gpuplace profile``: flags → :class:`~gpuplace.profiling.ProfileConfig` → one profiling run."""
+"""``gpuplace profile``: the profile step's table (:data:`gpuplace.steps.profile.PARAMS`) as flags →
+:func:`~gpuplace.steps.profile.profile_config` → one profiling run."""
 
 from __future__ import annotations
 
@@ -22,37 +23,10 @@ class ProfileCommand(Command):
     )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        p.add_argument("--model", default="tiny", help="preset name, a config.json, or a model directory")
-        p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-        p.add_argument("--batch-sizes", default="1,4", help="batch sizes to sweep, comma-separated")
-        p.add_argument("--prompt-tokens", default="128", help="prompt lengths to sweep, comma-separated")
-        p.add_argument("--output-tokens", default="32", help="output lengths to sweep, comma-separated")
-        p.add_argument(
-            "--dtypes", default="auto", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16"
-        )
-        p.add_argument(
-            "--mode",
-            default="eager",
-            choices=["eager", "static", "both"],
-            help="eager: dynamic KV cache; static: static KV cache + torch.compile (CUDA graphs on a GPU)",
-        )
-        p.add_argument("--repeats", type=int, default=5, help="timed generations per sweep point")
-        p.add_argument(
-            "--warmup",
-            type=int,
-            default=None,
-            help="untimed generations per point (default: 2, 3 with static)",
-        )
-        p.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
-        p.add_argument(
-            "--real-weights",
-            action="store_true",
-            help="load a model directory's weights instead of random ones",
-        )
-        p.add_argument(
-            "--memory-limit-gib", type=float, default=None, help="fail sweep points needing more than this"
-        )
-        p.add_argument("--gpu-catalog", default=None, help="a gpus.csv to use instead of the bundled one")
+        from gpuplace.params import add_flags
+        from gpuplace.steps.profile import PARAMS
+
+        add_flags(p, PARAMS)
         p.add_argument("--out", default="profile.parquet", help="Parquet file to write")
         p.add_argument(
             "--device-json",
@@ -74,24 +48,10 @@ class ProfileCommand(Command):
 
         if args.engine_steps:
             return self.engine_steps(args)
-        from gpuplace.profiling import ProfileConfig, format_table
-        from gpuplace.profiling.step import run_profile_step
+        from gpuplace.profiling import format_table
+        from gpuplace.steps.profile import profile_config, run_profile_step
 
-        config = ProfileConfig.from_params(
-            model=args.model,
-            device=args.device,
-            batch_sizes=args.batch_sizes,
-            prompt_tokens=args.prompt_tokens,
-            output_tokens=args.output_tokens,
-            dtypes=args.dtypes,
-            mode=args.mode,
-            repeats=args.repeats,
-            warmup=args.warmup,
-            seed=args.seed,
-            random_weights=not args.real_weights,
-            memory_limit_gib=args.memory_limit_gib,
-            gpu_catalog=args.gpu_catalog,
-        )
+        config = profile_config(vars(args))
         out = Path(args.out)
         if out.suffix != ".parquet":
             raise InvalidInput("out", args.out, "must end in .parquet", "e.g. --out profile.parquet")
@@ -104,8 +64,8 @@ class ProfileCommand(Command):
 
     def engine_steps(self, args: argparse.Namespace) -> int:
         """The --engine-steps mode: one measurement of the local engine, written as JSON."""
-        from gpuplace.deploy.calibrate import run_engine_steps_step
         from gpuplace.errors import InvalidInput
+        from gpuplace.steps.calibrate import run_engine_steps_step
 
         if Path(args.out).suffix != ".json":  # the flag's file, before anything is measured
             raise InvalidInput(

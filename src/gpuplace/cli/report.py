@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from gpuplace.cli.base import Command
 
@@ -23,27 +21,17 @@ class ReportCommand(Command):
         p.add_argument("--out", default="", help="output folder (default: the comparison's folder)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gpuplace.compare.step import loadtest_records, read_comparison
-        from gpuplace.report import write_report
+        from gpuplace.report.render import verdict_line
+        from gpuplace.steps.compare import run_report_step
 
-        src = Path(args.comparison)
-        comparison = read_comparison(src)
-        records = {
-            p: loadtest_records(d)
-            for p, d in (("native", args.native_loadtest), ("kubeflow", args.kubeflow_loadtest))
-            if d
-        }
-        files = write_report(
-            comparison, args.out or src.parent, records={k: v for k, v in records.items() if v} or None
+        comparison, files = run_report_step(
+            args.comparison,
+            args.out,
+            {"native": args.native_loadtest, "kubeflow": args.kubeflow_loadtest},
         )
-        print(
-            json.dumps(
-                {
-                    "markdown": str(files.markdown),
-                    "html": str(files.html),
-                    "plots": {k: str(v) for k, v in files.plots.items()},
-                },
-                indent=2,
-            )
-        )
+        for note in comparison.notes:
+            print(f"note: {note}")
+        print(verdict_line(comparison).replace("**", ""))
+        print(f"report     : {files.markdown} and {files.html}")
+        print(f"plots      : {', '.join(str(p) for p in files.plots.values()) or 'none'}")
         return 0

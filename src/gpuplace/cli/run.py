@@ -21,7 +21,7 @@ class RunCommand(Command):
         "task fails the run (exit status 1): no request served, pods off their plan, or two paths that\n"
         "ran different serving specs."
     )
-    epilog = "example: gpuplace run --compare"
+    epilog = "example: gpuplace run --compare --repeats 2"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--workdir", default=".gpuplace/runs", help="where run directories go")
@@ -36,9 +36,10 @@ class RunCommand(Command):
         )
         p.add_argument(
             "--fleet",
-            default="mixed-a100-h100-l4",
+            default="",
             help="a fleet (bundled name, fleet YAML or CSV) also planned and shown as a prediction for its "
-            "GPUs; with --target kubernetes, the fleet planned on",
+            "GPUs (default mixed-a100-h100-l4); with --target kubernetes, the fleet planned on, which must "
+            "match the cluster (default: the cluster's own nodes)",
         )
         p.add_argument("--slo-tpot-ms", type=float, default=50.0, help="p99 time per output token target, ms")
         p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="p99 time to first token target, ms")
@@ -57,6 +58,13 @@ class RunCommand(Command):
         )
         p.add_argument(
             "--compare", action="store_true", help="run orchestration_comparison (native vs Kubeflow)"
+        )
+        p.add_argument(
+            "--repeats",
+            type=int,
+            default=1,
+            help="with --compare: deploy and load-test each path N times, one run after the other; the "
+            "verdict's interval then resamples the runs as well as their requests (default 1)",
         )
         p.add_argument("--target", default="local", choices=["local", "kubernetes"], help="serving target")
         p.add_argument("--kubeconfig", default="", help="the cluster for --target kubernetes")
@@ -91,6 +99,7 @@ class RunCommand(Command):
             max_requests=args.max_requests,
             trace=args.trace,
             compare=args.compare,
+            repeats=args.repeats,
             target=args.target,
             kubeconfig=args.kubeconfig,
             namespace=args.namespace,

@@ -12,12 +12,13 @@ import math
 from collections.abc import Mapping, Sequence
 
 from gpuplace.catalog import GpuCatalog
-from gpuplace.compare.metrics import FragmentationFn, PathResult, path_metrics
+from gpuplace.compare.metrics import FragmentationFn, PathResult, path_metrics, provisioning_s
+from gpuplace.compare.noise import RESAMPLES, MeasuredRun, path_replicates, pooled
 from gpuplace.compare.roi import roi
 from gpuplace.compare.score import CRITERIA, DEFAULT_WEIGHTS, parse_assessed, parse_weights, score
 from gpuplace.errors import CheckFailed, InvalidInput, UnknownName
 from gpuplace.types import Inventory
-from gpuplace.types.compare import PATHS, Comparison
+from gpuplace.types.compare import PATHS, Comparison, PathMetrics
 from gpuplace.types.plan import PlacementPlan
 
 __all__ = [
@@ -75,12 +76,19 @@ def compare_paths(
     saved_usd_per_quarter: float | None = None,
     adopt: str = "",
     required_paths: Sequence[str] = PATHS,
+    repeats: Mapping[str, Sequence[PathResult]] | None = None,
+    resamples: int = RESAMPLES,
 ) -> Comparison:
     """Compare the orchestration paths' results: metrics, weighted score, sensitivity and ROI.
 
     ``required_paths`` must all be present (the native and the Kubeflow path by default); the ROI is
     computed when ``engineering_weeks`` or ``saved_usd_per_quarter`` is given, for adopting ``adopt``
     (default: the winner) instead of the other path.
+
+    When every path has its per-request records, every scored figure gets a bootstrap interval
+    (:mod:`gpuplace.compare.noise`) and the verdict names a winner only beyond the noise; ``repeats``
+    (path → more runs of the same workload, records included) are pooled with the first run and
+    resampled run by run.
     """
     names = [r.path for r in results]
     if len(set(names)) != len(names):
@@ -109,7 +117,14 @@ def compare_paths(
         )
         for r in results
     )
-    card = score(metrics, weights if weights is not None else DEFAULT_WEIGHTS, assessed)
+    metrics, replicates, runs = _resampled(results, metrics, repeats or {}, penalty_usd_per_breach, resamples)
+    card = score(
+        metrics,
+        weights if weights is not None else DEFAULT_WEIGHTS,
+        assessed,
+        replicates=replicates,
+        runs=runs,
+    )
     roi_view = None
     if engineering_weeks > 0 or saved_usd_per_quarter is not None:
         chosen = adopt or card.winner or names[-1]
@@ -124,13 +139,21 @@ def compare_paths(
             rate_usd_per_week=rate_usd_per_week,
             saved_usd_per_quarter=saved_usd_per_quarter,
         )
-    slo = results[0].report.slo.to_json_dict()
+    # inputs that say they are made up (the sample of docs/comparison.md) make the whole report say so
+    synthetic = sorted({n for r in results for n in r.deployment.notes if "synthetic" in n.lower()})
     notes = []
+    if synthetic:
+        notes.append(f"Synthetic inputs ({'; '.join(synthetic)}): no figure here was measured.")
     targets = {m.serving_target for m in metrics}
     if targets == {"local"}:
         notes.append(
             "Both paths used the local serving target (one inference process on this machine): the "
             "latency and provisioning figures compare the orchestration code paths, not a GPU cluster."
+        )
+    if replicates is None:
+        notes.append(
+            "No per-request records for every path: the figures carry no interval and the verdict does "
+            "not say whether it is beyond the noise (give each path's load-test folder)."
         )
     return Comparison(
         paths=metrics,
@@ -138,7 +161,41 @@ def compare_paths(
         roi=roi_view,
         plan=plan,
         penalty_usd_per_breach=penalty_usd_per_breach,
-        slo={k: (math.nan if v is None else float(v)) for k, v in slo.items()},
+        slo=results[0].report.slo,
         assessed={k: dict(v) for k, v in (assessed or {}).items()},
         notes=tuple(notes),
     )
+
+
+def _resampled(
+    results: Sequence[PathResult],
+    metrics: tuple[PathMetrics, ...],
+    repeats: Mapping[str, Sequence[PathResult]],
+    penalty_usd_per_breach: float,
+    resamples: int,
+) -> tuple[tuple[PathMetrics, ...], dict[str, list[dict[str, float]]] | None, dict[str, int]]:
+    """Each path's figures pooled over its runs, and their bootstrap replicates (None without records)."""
+    for path, more in repeats.items():
+        if path not in {r.path for r in results}:
+            raise UnknownName("repeats", path, [r.path for r in results])
+        if any(not r.records for r in more):
+            raise InvalidInput(
+                f"{path}_repeat",
+                len(more),
+                "a repeated run has no per-request records",
+                "Give its load-test folder",
+            )
+    if not all(r.records for r in results):
+        return metrics, None, {}
+    out, replicates, runs = [], {}, {}
+    for r, m in zip(results, metrics, strict=True):
+        measured = [
+            MeasuredRun(x.report, x.records, provisioning_s(x.deployment))
+            for x in (r, *repeats.get(r.path, ()))
+        ]
+        point, replicates[r.path] = path_replicates(
+            m, measured, penalty_usd_per_breach=penalty_usd_per_breach, resamples=resamples
+        )
+        runs[r.path] = len(measured)
+        out.append(pooled(m, measured, point) if len(measured) > 1 else m)
+    return tuple(out), replicates, runs

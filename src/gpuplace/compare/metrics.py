@@ -17,12 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from gpuplace.catalog import GpuCatalog
-from gpuplace.loadtest.metrics import prediction_error as _prediction_rows
+from gpuplace.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gpuplace.types import DeploymentRecord, GpuDevice, Inventory
 from gpuplace.types.catalog import GpuSpec
 from gpuplace.types.compare import PathMetrics
-from gpuplace.types.loadtest import LatencyReport
-from gpuplace.types.plan import PlacementPlan, Prediction
+from gpuplace.types.latency import PredictedVsMeasured
+from gpuplace.types.loadtest import LatencyReport, RequestResult
+from gpuplace.types.plan import PlacementPlan
 from gpuplace.units import HOURS_PER_MONTH
 
 FragmentationFn = Callable[[Inventory], float]
@@ -35,6 +36,7 @@ class PathResult:
     path: str
     deployment: DeploymentRecord
     report: LatencyReport
+    records: tuple[RequestResult, ...] = ()  # the report's per-request records: the noise is theirs
 
 
 def provisioning_s(deployment: DeploymentRecord) -> float:
@@ -74,30 +76,6 @@ def prediction_applies(deployment: DeploymentRecord, plan: PlacementPlan | None)
     return plan is not None and plan.prediction_for(deployment.served_on) is not None
 
 
-def prediction_errors(report: LatencyReport, predicted: Prediction | None) -> dict[str, float]:
-    """(measured − predicted) / predicted of p50 and p99 TTFT and TPOT (keys ``ttft_p99_s``, ...)."""
-    if predicted is None:
-        return {}
-    rows = _prediction_rows(report, predicted)
-    return {k: r["error"] for k, r in rows.items() if not math.isnan(r["error"])}
-
-
-def mean_abs_prediction_error(report: LatencyReport, predicted: Prediction | None) -> float:
-    """Mean of |measured − predicted| / predicted over p99 TTFT and p99 TPOT; NaN without a prediction."""
-    return _mean_abs_p99(prediction_errors(report, predicted))
-
-
-def _mean_abs_p99(errors: Mapping[str, float]) -> float:
-    p99 = [abs(e) for k, e in errors.items() if k.endswith("p99_s")]
-    return sum(p99) / len(p99) if p99 else math.nan
-
-
-def latency_predictability(report: LatencyReport) -> float:
-    """Mean of p50/p99 over TTFT and TPOT: 1 when the tail equals the median, towards 0 as it grows."""
-    ratios = [d.p50 / d.p99 for d in (report.ttft, report.tpot) if d.count and d.p99 > 0]
-    return sum(ratios) / len(ratios) if ratios else math.nan
-
-
 @dataclass(frozen=True, slots=True)
 class HeldGpus:
     """The GPUs a path held, from its measured placement: device ids with the share each is held at
@@ -114,7 +92,7 @@ class HeldGpus:
 
 def _share(fleet: Inventory | None, node: str, resource: str) -> float:
     """The share of a GPU one unit of ``resource`` is on ``node``: 1/replicas of a time-sliced GPU."""
-    if fleet is None or resource != "nvidia.com/gpu":
+    if fleet is None or resource != GPU_RESOURCE:
         return 1.0
     try:
         return 1.0 / max(1, fleet.node(node).gpu_sharing)
@@ -173,7 +151,9 @@ def monthly_cost_usd(fleet: Inventory, held: HeldGpus, catalog: GpuCatalog) -> f
             gpus = fleet.node(node).gpus
         except KeyError:
             return math.nan
-        profile = resource.removeprefix("nvidia.com/mig-") if resource.startswith("nvidia.com/mig-") else ""
+        profile = (
+            resource.removeprefix(MIG_RESOURCE_PREFIX) if resource.startswith(MIG_RESOURCE_PREFIX) else ""
+        )
         models = {g.gpu for g in gpus if g.mig_profile == profile} or {g.gpu for g in gpus}
         if len(models) != 1 or "" in models:
             return math.nan  # a node of several GPU models: which one the device plugin gave is unknown
@@ -231,27 +211,20 @@ def path_metrics(
     rate = rep.slo.rate_rps if rep.slo.rate_rps is not None else rep.request_throughput_rps
     breaches = sla_breaches_per_month(rep.slo_attainment, rate)
     predicted = plan.prediction if plan is not None else None
-    errors: dict[str, float] = {}
-    if predicted is not None and plan is not None:
-        if prediction_applies(dep, plan):
-            errors = prediction_errors(rep, predicted)
-        else:
-            notes.append(
-                f"the prediction is for {plan.chosen.unit}; the requests were served on "
-                f"{dep.served_on or 'an unknown device'}: no prediction error"
-            )
+    applies = prediction_applies(dep, plan)
+    if predicted is not None and plan is not None and not applies:
+        notes.append(
+            f"the prediction is for {plan.chosen.unit}; the requests were served on "
+            f"{dep.served_on or 'an unknown device'}: no prediction error"
+        )
     if dep.target == "local":
         notes.append("served by the local target (one process on this machine), not a Kubernetes cluster")
-    error = _mean_abs_p99(errors)
     return PathMetrics(
         path=result.path,
         serving_target=dep.target,
         provisioning_s=provisioning_s(dep),
-        provisioning_p50_s=dep.provisioning().p50,
-        ttft_p50_s=rep.ttft.p50,
-        ttft_p99_s=rep.ttft.p99,
-        tpot_p50_s=rep.tpot.p50,
-        tpot_p99_s=rep.tpot.p99,
+        provisioning=dep.provisioning(),
+        latency=PredictedVsMeasured.of(predicted, rep, applies=applies),
         goodput_rps=rep.goodput_rps,
         request_throughput_rps=rep.request_throughput_rps,
         completed=rep.completed,
@@ -264,8 +237,6 @@ def path_metrics(
         fragmentation_ratio=ratio,
         sla_breaches_per_month=breaches,
         sla_breach_cost_usd_per_month=sla_breach_cost_usd_per_month(breaches, penalty_usd_per_breach),
-        prediction_error=error,
-        latency_predictability=latency_predictability(rep),
         misplaced_pods=sum(1 for p in dep.pods if p.misplaced),
         cost_source=cost_source,
         fragmentation_source=frag_source,
@@ -275,12 +246,4 @@ def path_metrics(
         gpu_ids=tuple(sorted(held.devices)),
         served_on=dep.served_on,
         prediction_for=plan.chosen.unit if plan is not None else "",
-        predicted_ttft_p99_s=predicted.ttft_p99_s if predicted else math.nan,
-        predicted_tpot_p99_s=predicted.tpot_p99_s if predicted else math.nan,
-        ttft_p99_error=errors.get("ttft_p99_s", math.nan),
-        tpot_p99_error=errors.get("tpot_p99_s", math.nan),
-        predicted_ttft_p50_s=predicted.ttft_p50_s if predicted else math.nan,
-        predicted_tpot_p50_s=predicted.tpot_p50_s if predicted else math.nan,
-        ttft_p50_error=errors.get("ttft_p50_s", math.nan),
-        tpot_p50_error=errors.get("tpot_p50_s", math.nan),
     )

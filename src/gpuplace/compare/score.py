@@ -1,11 +1,14 @@
 """The weighted composite score of the comparison: criteria, normalisation, verdict and sensitivity.
 
-A criterion is either *measured* (a :class:`~gpuplace.types.compare.PathMetrics` field with a
+A criterion is either *measured* (a :class:`~gpuplace.types.compare.PathMetrics` figure with a
 direction and a documented normalisation to [0, 1], 1 = best) or *assessed*: a judgement the user
 states as a number in [0, 1] per path (e.g. ``team_expertise``), shown as such in the report. The
 score of a path is Σ weight × normalised score; weights are non-negative and sum to 1. Sensitivity
 asks, for each criterion, how far its weight must move (the others rescaled in proportion so the sum
-stays 1) before another path wins. All pure functions; docs/comparison.md has the worked examples.
+stays 1) before another path wins. With resampled figures (:mod:`gpuplace.compare.noise`) every
+measured criterion carries an interval per path, a criterion whose intervals overlap scores as a tie, and
+the verdict names a winner only when the interval of its margin excludes zero; otherwise it is "no
+difference beyond noise". All pure functions; docs/comparison.md has the worked examples.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuplace.compare import noise
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.types.compare import Flip, PathMetrics, ScoreCard
 
@@ -25,14 +29,14 @@ class Criterion:
     """How one measured figure becomes a score in [0, 1] (``normalisation`` is shown in reports)."""
 
     name: str
-    field: str  # the PathMetrics attribute
+    field: str  # the PathMetrics figure (:meth:`~gpuplace.types.compare.PathMetrics.figures`)
     lower_is_better: bool
     scale: str  # "relative": ratio to the best path; "absolute": a fixed map of a bounded figure
     normalisation: str
     unit: str = ""
 
     def figure(self, m: PathMetrics) -> float:
-        return float(getattr(m, self.field))
+        return m.figure(self.field)
 
     def absolute(self, x: float) -> float:
         """The fixed map of bounded figures (fractions), clamped to [0, 1]."""
@@ -241,6 +245,10 @@ def score(
     metrics: Sequence[PathMetrics],
     weights: Mapping[str, float],
     assessed: Mapping[str, Mapping[str, float]] | None = None,
+    *,
+    replicates: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
+    runs: Mapping[str, int] | None = None,
+    confidence: float = noise.CONFIDENCE,
 ) -> ScoreCard:
     """Normalise every criterion, weigh, rank, and find the weight changes that flip the verdict.
 
@@ -248,6 +256,9 @@ def score(
     level) is left out of the verdict for every path — never scored as zero or filled in — and listed in
     ``excluded`` with the paths it is unknown for; the totals are over the remaining weights. When every
     weighted criterion is unknown the score is an error.
+
+    ``replicates`` (path → resampled figure sets, :func:`gpuplace.compare.noise.path_replicates`) for every
+    path turns on the noise-aware verdict; ``runs`` says how many runs each path pooled (repeats).
     """
     assessed = assessed or {}
     if len(metrics) < 2:
@@ -286,8 +297,24 @@ def score(
             + "; ".join(f"{c}: {why}" for c, why in excluded.items()),
             "Weight criteria both paths measured (docs/comparison.md#metrics)",
         )
+    noisy = replicates is not None and all(replicates.get(p) for p in paths)
+    extra: dict[str, object] = {}
+    if noisy:
+        assert replicates is not None
+        extra = _noise(metrics, used, normalised, raw, replicates, runs or {}, confidence)
+        normalised = extra.pop("normalised")  # type: ignore[assignment]
     totals = _totals(used, normalised)
     winner, runner_up, margin = _verdict(totals)
+    leader = winner
+    if noisy:
+        # the point leader even when its margin is zero, so the interval has a sign to speak of
+        leader = winner or sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        signed: list[dict[str, float]] = extra.pop("signed")  # type: ignore[assignment]
+        diffs = [t[leader] - max(v for p, v in t.items() if p != leader) for t in signed]
+        low, high = noise.percentile_interval(diffs, confidence)
+        extra["margin_interval"] = (low, high)
+        if not (margin > 0 and low > 0):
+            winner = ""
     base = totals[runner_up] if runner_up else math.nan
     return ScoreCard(
         weights=dict(weights),
@@ -301,4 +328,83 @@ def score(
         flips=flip_points(used, normalised, winner),
         normalisation={c: CRITERIA[c].normalisation if c in CRITERIA else ASSESSED for c in normalised},
         excluded=excluded,
+        leader=leader,
+        runs={p: (runs or {}).get(p, 1) for p in paths},
+        **extra,  # type: ignore[arg-type]
     )
+
+
+def _noise(
+    metrics: Sequence[PathMetrics],
+    used: Mapping[str, float],
+    normalised: Mapping[str, Mapping[str, float]],
+    raw: Mapping[str, Mapping[str, float]],
+    replicates: Mapping[str, Sequence[Mapping[str, float]]],
+    runs: Mapping[str, int],
+    confidence: float,
+) -> dict[str, object]:
+    """Intervals per criterion and path, ties where they overlap, and the replicate totals' margins."""
+    intervals: dict[str, dict[str, tuple[float, float]]] = {}
+    methods: dict[str, str] = {}
+    tied: list[str] = []
+    scored = {c: dict(v) for c, v in normalised.items()}
+    for name in normalised:
+        crit = CRITERIA.get(name)
+        if crit is None:
+            methods[name] = ASSESSED
+            continue
+        per_path: dict[str, tuple[float, float]] = {}
+        for m in metrics:
+            reps = replicates[m.path]
+            method = noise.method_of(crit.field, runs.get(m.path, 1), reps[0] if reps else {})
+            methods[name] = method
+            if method in (noise.REQUESTS, noise.REPEATS):
+                per_path[m.path] = noise.percentile_interval([r[crit.field] for r in reps], confidence)
+            elif method == noise.FIXED:
+                per_path[m.path] = (raw[name][m.path], raw[name][m.path])
+            else:
+                per_path[m.path] = (math.nan, math.nan)
+        intervals[name] = per_path
+        best = max(scored[name], key=lambda p: (scored[name][p], p))
+        level = [p for p in per_path if noise.overlaps(per_path[p], per_path[best])]
+        for p in level:
+            scored[name][p] = scored[name][best]
+        if len(level) == len(per_path) and len(set(normalised[name].values())) > 1:
+            tied.append(name)
+    # Each replicate is scored like the point: resampled criteria normalised afresh, measured-once ones
+    # level (their noise is unknown), fixed ones as measured, and a criterion the point ties (its paths'
+    # intervals overlap) level too: resampling it afresh would let a difference the point calls noise
+    # decide the margin's interval, even against the point's leader.
+    by_path = {m.path: m for m in metrics}
+    count = min(len(replicates[p]) for p in by_path)
+    signed: list[dict[str, float]] = []
+    for b in range(count):
+        norm_b: dict[str, dict[str, float]] = {}
+        for name in used:
+            if (
+                name not in CRITERIA
+                or name in tied
+                or methods.get(name) not in (noise.REQUESTS, noise.REPEATS)
+            ):
+                norm_b[name] = {
+                    p: (1.0 if methods.get(name) == noise.ONCE else scored[name][p]) for p in by_path
+                }
+                continue
+            # a resampled criterion's figure is in every replicate (noise.RESAMPLED_FIELDS, provisioning)
+            figures = {p: replicates[p][b][CRITERIA[name].field] for p in by_path}
+            norm_b[name] = (
+                dict.fromkeys(by_path, math.nan)
+                if any(math.isnan(x) for x in figures.values())
+                else normalise(CRITERIA[name], figures)
+            )
+        signed.append(_totals(used, norm_b))
+    return {
+        "normalised": scored,
+        "intervals": intervals,
+        "interval_method": methods,
+        "tied": tuple(tied),
+        "confidence": confidence,
+        "resamples": count,
+        "noise_assessed": True,
+        "signed": signed,
+    }

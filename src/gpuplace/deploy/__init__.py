@@ -1,30 +1,31 @@
-"""The deploy step: every target in one place, behind :func:`deploy` and :func:`teardown`.
+"""Every deploy target in one place, behind :func:`deploy` and :func:`teardown`, on a plan directory
+already read (:mod:`gpuplace.steps.deploy` and :mod:`gpuplace.steps.teardown` read it).
 
 ``kubernetes`` applies a plan directory with :mod:`gpuplace.k8s` (the only module that calls the API);
 ``local`` starts the plan's model in an OpenAI-compatible server on this machine (:mod:`.local`);
 :mod:`.inline` is the Kubeflow path's serving step, which serves inside its own task. Every target
-returns a :class:`DeploymentRecord`, written as ``<out>/deployment.json`` for the load-test step.
+returns a :class:`DeploymentRecord`, which :mod:`.record` writes as ``deployment.json`` for the next steps.
 Heavy modules are imported only when their target is asked for.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from gpuplace.deploy.record import RECORD_FILE, read_record, save_record, write_record
 from gpuplace.errors import InvalidInput
-from gpuplace.plandir import read_plan_dir
+from gpuplace.plandir import PlanDir
 from gpuplace.types import DeploymentRecord, PodRecord
 from gpuplace.types.deploy import NODE_LEVEL
 
+__all__ = ["RECORD_FILE", "read_record", "save_record", "write_record"]
+
 TARGETS = ("kubernetes", "local")
 RUNTIMES = ("auto", "kubelet", "standin", "none")
-RECORD_FILE = "deployment.json"
 STATE_DIR_ENV = "GPUPLACE_STATE_DIR"
 
 
@@ -58,8 +59,18 @@ def standin_records(namespace: str, key: str) -> list[tuple[Path, DeploymentReco
     return [(p, read_record(p)) for p in sorted(folder.glob(f"*/{RECORD_FILE}"))]
 
 
+def check_target(target: str, port: int = 0) -> None:
+    """Refuse an unknown target, or a port for a target that does not take one (before any file is read)."""
+    if target not in TARGETS:
+        raise InvalidInput("target", target, f"must be one of {', '.join(TARGETS)}")
+    if port and target != "local":
+        raise InvalidInput(
+            "port", port, "is for --target local only", "Drop --port: a cluster serves on the plan's port"
+        )
+
+
 def deploy(
-    plan_dir: str | Path,
+    planned: PlanDir,
     *,
     target: str = "kubernetes",
     kubeconfig: str | None = None,
@@ -75,15 +86,15 @@ def deploy(
     allow_misplacement: bool = False,
     runtime: str = "auto",
     path: str = "",
+    port: int = 0,
 ) -> DeploymentRecord:
-    """Deploy the plan in ``plan_dir`` to ``target``; see docs/deploy.md.
+    """Deploy the plan (a plan directory, read by the deploy step) to ``target``; see docs/deploy.md.
+    ``port``: the local server's (0: any free one; only for the local target).
 
     Raises :class:`~gpuplace.k8s.measure.PlacementMismatch` (carrying the measured record) when a pod is not
     where the plan put it and ``allow_misplacement`` is False.
     """
-    if target not in TARGETS:
-        raise InvalidInput("target", target, f"must be one of {', '.join(TARGETS)}")
-    planned = read_plan_dir(plan_dir)
+    check_target(target, port)
     run_id = run_id or os.environ.get("KFP_RUN_ID", "")
     plan = planned.plan
     if target == "local":
@@ -96,6 +107,7 @@ def deploy(
             name=plan.deployment_name,
             path=path,
             serving=plan.serving,
+            port=port,
         )
         record = replace(record, plan_id=plan.plan_id)
         for key in (plan.plan_id, f"run-{run_id}" if run_id else ""):
@@ -106,19 +118,31 @@ def deploy(
     from gpuplace.k8s.runtime import KubeletRuntime, NoServeCheck, PodRuntime
 
     kind = runtime_kind(runtime, kubeconfig)
-    api = Api(connect(kubeconfig, context=context))
     pod_runtime: PodRuntime
     standin = None
+    image_notes: tuple[str, ...] = ()
     if kind == "standin":
-        from gpuplace.deploy.standin import LocalStandIn
+        from gpuplace.deploy.memory import require_fits_memory
+        from gpuplace.deploy.standin import LocalStandIn, testenv_servers_dir
+        from gpuplace.deploy.testenv_runtime import TestenvRuntime, real_node_of, with_local_images
+        from gpuplace.testenv.nodeimages import built_image_archives
 
+        require_fits_memory(plan.model)  # the stand-in and the real node both serve on this machine
         standin = LocalStandIn(
-            plan.model, workdir=Path(workdir or planned.path / "standin"), startup_timeout_s=timeout_s
+            plan.model,
+            workdir=Path(workdir or planned.path / "standin"),
+            startup_timeout_s=timeout_s,
+            register_dir=testenv_servers_dir(kubeconfig),
         )
         pod_runtime = standin
-    elif kind == "none":
+        real_node = real_node_of(kubeconfig)
+        if real_node:
+            planned, image_notes = with_local_images(planned, built_image_archives())
+            pod_runtime = TestenvRuntime(standin, real_node)
+    api = Api(connect(kubeconfig, context=context))
+    if kind == "none":
         pod_runtime = NoServeCheck()
-    else:
+    elif kind != "standin":
         pod_runtime = KubeletRuntime(api, planned.serving.served_model_name)
     try:
         record = deploy_plan(
@@ -139,6 +163,8 @@ def deploy(
         api.client.close()
     if standin is not None:
         record = _register_standin(record, standin.servers(), namespace, plan.plan_id, run_id)
+    if image_notes:
+        record = replace(record, notes=(*record.notes, *image_notes))
     return record
 
 
@@ -174,7 +200,7 @@ def _stop_standins(namespace: str, keys: list[str]) -> int:
 
 
 def teardown(
-    plan_dir: str | Path | None = None,
+    planned: PlanDir | None = None,
     *,
     target: str = "kubernetes",
     kubeconfig: str | None = None,
@@ -186,12 +212,11 @@ def teardown(
 ) -> str:
     """Remove what a deploy created — named by the plan, the record, or the run id it was labelled
     with — and return a one-line summary."""
-    if target not in TARGETS:
-        raise InvalidInput("target", target, f"must be one of {', '.join(TARGETS)}")
+    check_target(target)
     if target == "local":
         registry = None
-        if record is None and (plan_dir is not None or run_id):
-            key = f"run-{run_id}" if run_id else read_plan_dir(plan_dir or "").plan.plan_id
+        if record is None and (planned is not None or run_id):
+            key = f"run-{run_id}" if run_id else planned.plan.plan_id if planned is not None else ""
             registry = local_registry_path(key)
             if not registry.is_file():
                 return f"no local server registered for {key}: nothing to stop"
@@ -209,7 +234,7 @@ def teardown(
         if registry is not None:
             registry.unlink(missing_ok=True)
         return f"stopped local server {record.name} (pid {record.pid})"
-    if plan_dir is None and not run_id:
+    if planned is None and not run_id:
         raise InvalidInput(
             "plan_dir", None, "needed for the kubernetes target", "Give the plan or the run id"
         )
@@ -218,8 +243,7 @@ def teardown(
     api = Api(connect(kubeconfig, context=context))
     keys = [f"run-{run_id}"] if run_id else []
     try:
-        if plan_dir is not None:
-            planned = read_plan_dir(plan_dir)
+        if planned is not None:
             keys.append(planned.plan.plan_id)
             result = teardown_plan(planned, api=api, namespace=namespace, timeout_s=timeout_s)
         else:
@@ -237,27 +261,6 @@ def teardown(
     return text
 
 
-def read_record(path: str | Path, field: str = "deployment") -> DeploymentRecord:
-    """A ``deployment.json`` (or the folder holding one), as :func:`write_record` wrote it."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / RECORD_FILE
-    try:
-        return DeploymentRecord.from_json_dict(json.loads(p.read_text()))
-    except (FileNotFoundError, IsADirectoryError):
-        raise InvalidInput(field, str(p), "no such file", "Give gpuplace deploy's deployment.json") from None
-    except (json.JSONDecodeError, TypeError, AttributeError, KeyError, ValueError) as e:
-        raise InvalidInput(field, str(p), f"is not a deployment record ({e})", "") from None
-
-
-def write_record(record: DeploymentRecord, out: str | Path) -> Path:
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / RECORD_FILE
-    path.write_text(json.dumps(record.to_json_dict(), indent=2) + "\n")
-    return path
-
-
 def _secs(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.2f}"
 
@@ -268,6 +271,20 @@ def _gpus(pod: PodRecord) -> str:
     if pod.placement_level == NODE_LEVEL:
         return f"{pod.gpu_count}× (node level)"
     return "-"
+
+
+def provisioning_split(record: DeploymentRecord) -> list[str]:
+    """Per pod that a kubelet ran: provisioning split into scheduling, image, container start and server
+    start (measured, docs/testenv.md#a-real-node---real-node); nothing for pods no container ran."""
+    out = []
+    for p in record.pods:
+        if p.runtime and not math.isnan(p.image_s):
+            out.append(
+                f"{p.name} ({p.runtime}): scheduling {p.scheduling_s:.2f} s, image {p.image_s:.0f} s "
+                f"(1 s events), container start {p.container_start_s:.2f} s, server start "
+                f"{p.server_start_s:.2f} s"
+            )
+    return out
 
 
 def format_record(record: DeploymentRecord) -> str:
@@ -291,6 +308,7 @@ def format_record(record: DeploymentRecord) -> str:
             )
         else:
             lines.append("provisioning: unknown (ready-to-serve was not observed)")
+        lines.extend(provisioning_split(record))
     if record.gpu_api or record.runtime:
         lines.append(
             f"GPU API {record.gpu_api or '-'}; servers run by {record.runtime or '-'}; "
@@ -298,38 +316,6 @@ def format_record(record: DeploymentRecord) -> str:
         )
     lines.extend(f"note: {n}" for n in record.notes)
     return "\n".join(lines)
-
-
-def deploy_task(plan_dir: str | Path, record_path: str | Path, params: Mapping[str, Any]) -> DeploymentRecord:
-    """The ``deploy_inference`` component's step: :func:`deploy` with the component's parameters (by name),
-    writing the record to ``record_path`` — also when the placement check fails, so the failed task's
-    output shows where the pods are."""
-    from gpuplace.k8s.measure import PlacementMismatch
-
-    target = str(params.get("target") or "kubernetes")
-    kubeconfig = str(params.get("kubeconfig") or "") or ("in-cluster" if target == "kubernetes" else None)
-    try:
-        record = deploy(
-            plan_dir,
-            target=target,
-            kubeconfig=kubeconfig,
-            namespace=str(params.get("namespace") or "default"),
-            run_id=str(params.get("run_id") or ""),
-            timeout_s=float(params.get("timeout_s") or 300.0),
-            on_failure=str(params.get("on_failure") or "teardown"),
-            workdir=str(record_path) + ".local",
-            log=print,
-            gpu_api=str(params.get("gpu_api") or "auto"),
-            runtime=str(params.get("runtime") or "auto"),
-            allow_misplacement=bool(params.get("allow_misplacement")),
-            create_namespace=bool(params.get("create_namespace")),
-            path=str(params.get("path") or ""),
-        )
-    except PlacementMismatch as e:
-        Path(record_path).write_text(json.dumps(e.record.to_json_dict(), indent=2))
-        raise
-    Path(record_path).write_text(json.dumps(record.to_json_dict(), indent=2))
-    return record
 
 
 def deploy_metrics(record: DeploymentRecord) -> dict[str, float]:

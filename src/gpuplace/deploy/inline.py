@@ -11,35 +11,27 @@ Where the server runs depends on where the task runs (``backend``):
   KFP's driver would have created for this task on that control plane, and the KWOK stand-in serves it.
 
 Every backend records the serving spec it ran, and provisioning from the serving object's creation to the
-first successful request. The load test and the stop always follow, also when the load test fails.
+first successful request. :mod:`gpuplace.steps.serve_and_load_test` runs the load test and the stop after
+it, also when the load test fails.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpuplace.errors import GpuplaceError, InvalidInput
-from gpuplace.loadtest.config import LoadTestConfig
-from gpuplace.loadtest.run import LoadTestResult, require_served, run_loadtest_to_paths
-from gpuplace.plandir import PlanDir, read_plan_dir
+from gpuplace.plandir import PlanDir
 from gpuplace.serving.probe import first_request
 from gpuplace.types import DeploymentRecord, PodRecord
 
 BACKENDS = ("local", "kfp", "testenv")
-
-
-@dataclass(frozen=True, slots=True)
-class InlineResult:
-    deployment: DeploymentRecord
-    loadtest: LoadTestResult
 
 
 def _serve_on_testenv(
@@ -54,11 +46,29 @@ def _serve_on_testenv(
     timeout_s: float,
     allow_misplacement: bool,
 ) -> tuple[DeploymentRecord, Callable[[], None]]:
-    from gpuplace.deploy.standin import LocalStandIn
+    from gpuplace.deploy.memory import require_fits_memory
+    from gpuplace.deploy.standin import LocalStandIn, testenv_servers_dir
+    from gpuplace.deploy.testenv_runtime import TestenvRuntime, real_node_of, with_local_images
     from gpuplace.k8s import Api, connect
     from gpuplace.k8s.kfp_task import delete_task_pod, run_task_pod
+    from gpuplace.k8s.runtime import PodRuntime
+    from gpuplace.testenv.nodeimages import built_image_archives
 
-    standin = LocalStandIn(planned.plan.model, workdir=workdir, startup_timeout_s=timeout_s)
+    require_fits_memory(planned.plan.model)  # the stand-in and the real node both serve on this machine
+    standin = LocalStandIn(
+        planned.plan.model,
+        workdir=workdir,
+        startup_timeout_s=timeout_s,
+        register_dir=testenv_servers_dir(kubeconfig),
+    )
+    runtime: PodRuntime = standin
+    real_node = real_node_of(kubeconfig)
+    image_notes: tuple[str, ...] = ()
+    # a plan for this machine is served on the real node by the task pod's own container
+    in_pod = bool(real_node) and planned.serving.engine == "transformers" and bool(planned.manifests)
+    if real_node:
+        planned, image_notes = with_local_images(planned, built_image_archives())
+        runtime = TestenvRuntime(standin, real_node)
     api = Api(connect(kubeconfig or None))
     try:
         record = run_task_pod(
@@ -66,16 +76,19 @@ def _serve_on_testenv(
             api=api,
             namespace=namespace,
             package=package,
-            runtime=standin,
+            runtime=runtime,
             arguments=arguments,
             run_id=run_id,
             timeout_s=timeout_s,
             allow_misplacement=allow_misplacement,
             log=print,
+            serve_in_pod=in_pod,
         )
     except BaseException:
         api.client.close()
         raise
+    if image_notes:
+        record = replace(record, notes=(*record.notes, *image_notes))
 
     def stop() -> None:
         try:
@@ -169,29 +182,23 @@ def _own_pod_created(name: str) -> float:
         return 0.0
 
 
-def serve_and_load_test(
-    plan_dir: str | Path,
-    params: Mapping[str, Any],
+def serve_inline(
+    planned: PlanDir,
     *,
-    workdir: str | Path,
-    records: str | Path,
-    report: str | Path,
-    summary: str | Path,
+    backend: str,
+    workdir: Path,
     startup_timeout_s: float = 300.0,
-    backend: str = "local",
     kubeconfig: str = "",
     namespace: str = "default",
     run_id: str = "",
     allow_misplacement: bool = False,
     package: str | Path = "",
     arguments: Mapping[str, Any] | None = None,
-) -> InlineResult:
-    """Serve the plan on ``backend`` (see the module docstring), run the load test ``params`` describe
-    (the names of :data:`gpuplace.loadtest.config.PARAMS`; SLO and traffic default to the plan's), stop the
-    server, and fail (:class:`~gpuplace.loadtest.run.NothingServed`) when no request succeeded."""
+) -> tuple[DeploymentRecord, Callable[[], None]]:
+    """Serve the plan on ``backend`` (see the module docstring); the record (the Kubeflow path's) and how
+    to stop the server."""
     if backend not in BACKENDS:
         raise InvalidInput("backend", backend, f"must be one of {', '.join(BACKENDS)}")
-    planned = read_plan_dir(plan_dir)
     plan = planned.plan
     stop: Callable[[], None]
     if backend == "testenv":
@@ -201,7 +208,7 @@ def serve_and_load_test(
             )
         record, stop = _serve_on_testenv(
             planned,
-            workdir=Path(workdir),
+            workdir=workdir,
             kubeconfig=kubeconfig,
             namespace=namespace,
             run_id=run_id,
@@ -211,14 +218,14 @@ def serve_and_load_test(
             allow_misplacement=allow_misplacement,
         )
     elif backend == "kfp":
-        record, stop = _serve_in_pod(planned, workdir=Path(workdir), timeout_s=startup_timeout_s)
+        record, stop = _serve_in_pod(planned, workdir=workdir, timeout_s=startup_timeout_s)
     else:
         from gpuplace.deploy.local import teardown_local
         from gpuplace.deploy.served import serve_local
 
         record = serve_local(
             plan.model,
-            workdir=Path(workdir),
+            workdir=workdir,
             startup_timeout_s=startup_timeout_s,
             name=f"{plan.deployment_name}-kfp",
             path="kubeflow",
@@ -229,72 +236,4 @@ def serve_and_load_test(
         def stop() -> None:
             teardown_local(local)
 
-    record = replace(record, plan_id=plan.plan_id, path="kubeflow")
-    try:
-        config = LoadTestConfig.from_params(
-            {**params, "endpoint": "", "tokenizer": plan.model}, deployment=record, plan=planned.path
-        )
-        result = run_loadtest_to_paths(config, records=records, report=report, summary=summary)
-    finally:
-        stop()
-    return InlineResult(deployment=record, loadtest=result)
-
-
-def compiled_package(name: str) -> Path:
-    """The checked-in compiled YAML of pipeline ``name``, found without importing kfp or the pipelines."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("gpuplace.pipelines")
-    if spec is None or not spec.submodule_search_locations:
-        raise InvalidInput("pipeline", name, "gpuplace.pipelines is not installed", "Reinstall gpuplace")
-    return Path(next(iter(spec.submodule_search_locations))) / name / "pipeline.yaml"
-
-
-def serve_and_load_test_task(
-    plan_dir: str | Path,
-    params: Mapping[str, Any],
-    *,
-    deployment: str | Path,
-    records: str | Path,
-    report: str | Path,
-    summary: str | Path,
-) -> InlineResult:
-    """The ``serve_and_load_test`` component's step, by its parameter names: serve, load-test, write the
-    deployment record beside the load test's outputs."""
-    backend = str(params.get("backend") or "local")
-    package = ""
-    if backend == "testenv":
-        package = str(compiled_package("orchestration_comparison"))
-    # this task's inputs by the pipeline's parameter names, for the task pod's executor input
-    pipeline_args = {
-        "traffic_prompt_tokens": params.get("prompt_tokens", ""),
-        "traffic_output_tokens": params.get("output_tokens", ""),
-        "loadtest_max_requests": params.get("max_requests", 20),
-        "rate": params.get("rate", 0.0),
-        "namespace": params.get("namespace", "default"),
-        "kubeconfig": params.get("kubeconfig", ""),
-        "kubeflow_backend": backend,
-    }
-    result = serve_and_load_test(
-        plan_dir,
-        params,
-        workdir=str(deployment) + ".server",
-        records=records,
-        report=report,
-        summary=summary,
-        startup_timeout_s=float(params.get("startup_timeout_s") or 300.0),
-        backend=backend,
-        kubeconfig=str(params.get("kubeconfig") or ""),
-        namespace=str(params.get("namespace") or "default"),
-        run_id=str(params.get("run_id") or ""),
-        allow_misplacement=bool(params.get("allow_misplacement")),
-        package=package,
-        arguments=pipeline_args,
-    )
-    Path(deployment).write_text(json.dumps(result.deployment.to_json_dict(), indent=2))
-    return result
-
-
-def check_served(result: InlineResult) -> None:
-    """Fail the task when no request succeeded (its outputs are written first by the component)."""
-    require_served(result.loadtest, "the Kubeflow path's load test", result.deployment.endpoint)
+    return replace(record, plan_id=plan.plan_id, path="kubeflow"), stop

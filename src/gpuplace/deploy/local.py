@@ -39,6 +39,15 @@ class ServerStartFailed(GpuplaceError):
     """The local inference server exited or did not become ready in time; the message has its log tail."""
 
 
+def _port_free(host: str, port: int) -> bool:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port the OS reports free now (``transformers serve`` needs a number, not port 0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -93,10 +102,21 @@ def deploy_local(
         raise InvalidInput("startup_timeout_s", startup_timeout_s, "must be positive", "")
     if not 0 <= port < 65536:
         raise InvalidInput("port", port, "is not a TCP port", "Give 0 (any free port) or 1..65535")
+    from gpuplace.deploy.memory import require_fits_memory
+
+    if device == "cpu" or (device == "auto" and not Path("/dev/nvidia0").exists()):
+        require_fits_memory(model)  # before building or loading anything
     created_at = time.time()
     model_dir = resolve_model_dir(model)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    if port and not _port_free(host, port):
+        raise InvalidInput(
+            "port",
+            port,
+            f"is in use on {host}",
+            "Stop what listens there, pick another --port, or give 0 (any free port)",
+        )
     port = port or free_port(host)
     log_path = workdir / f"{name}.log"
     env = {

@@ -93,6 +93,7 @@ def serve_local(
     startup_timeout_s: float,
     path: str = "",
     serving: ServingSpec | None = None,
+    port: int = 0,
 ) -> DeploymentRecord:
     """Start the local engine for ``model`` (with the plan's ``serving`` spec when it is for this
     machine, :func:`local_engine`) and wait until its first request succeeds."""
@@ -107,6 +108,7 @@ def serve_local(
         name=name,
         device=device,
         extra_args=engine_args,
+        port=port,
     )
     if not first_request(record.endpoint, record.served_model_name, timeout_s=FIRST_REQUEST_TIMEOUT_S):
         teardown_local(record)

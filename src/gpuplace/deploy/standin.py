@@ -14,7 +14,9 @@ ready to serve when the first request to that server succeeds. So on the testenv
   (the record's endpoint is one pod's server).
 
 The servers outlive the deploy (the load test runs in another step); ``gpuplace teardown`` stops them
-through the local registry (:func:`gpuplace.deploy.standin_records`).
+through the local registry (:func:`gpuplace.deploy.standin_records`). Each is also registered with the
+testenv it serves (``<testenv state dir>/standin-servers/``, :func:`testenv_servers_dir`), so that
+``gpuplace testenv down`` stops every server anything started against it, torn down or not.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from gpuplace.k8s.runtime import BackgroundChecks
 from gpuplace.serving.probe import first_request
+from gpuplace.testenv.env import SERVERS_DIR
 from gpuplace.types import DeploymentRecord
 
 STANDIN = "local stand-in (KWOK runs no containers)"
@@ -34,7 +37,32 @@ FIRST_REQUEST_TIMEOUT_S = 120.0  # the local engine loads the model on its first
 StartServer = Callable[[str, Path, str, float], DeploymentRecord]  # (model, workdir, name, timeout)
 
 
-def _start_local(model: str, workdir: Path, name: str, timeout_s: float) -> DeploymentRecord:
+def testenv_servers_dir(kubeconfig: str | Path | None) -> Path | None:
+    """Where the stand-in registers its servers with the testenv of ``kubeconfig`` (None: not a testenv).
+    A testenv's kubeconfig lives in its state directory, beside ``state.json``."""
+    from gpuplace.testenv.controlplane import STATE_FILE, is_testenv_kubeconfig
+
+    if not kubeconfig or not is_testenv_kubeconfig(kubeconfig):
+        return None
+    state_dir = Path(kubeconfig).resolve().parent
+    return state_dir / SERVERS_DIR if (state_dir / STATE_FILE).is_file() else None
+
+
+def register_with_testenv(folder: Path, record: DeploymentRecord) -> None:
+    """Note ``record``'s server where ``gpuplace testenv down`` finds it: its PID and start time (so a
+    reused PID is never signalled), in ``<folder>/<name>.json``."""
+    import json
+
+    from gpuplace.testenv.controlplane import process_start_ticks
+
+    if record.pid is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = {"pid": record.pid, "start_ticks": process_start_ticks(record.pid), "endpoint": record.endpoint}
+    (folder / f"{record.name}.json").write_text(json.dumps(entry))
+
+
+def start_local(model: str, workdir: Path, name: str, timeout_s: float) -> DeploymentRecord:
     from gpuplace.deploy.local import deploy_local
     from gpuplace.deploy.served import local_engine
 
@@ -59,12 +87,14 @@ class LocalStandIn:
         startup_timeout_s: float = 300.0,
         start: StartServer | None = None,
         unit: str = "",
+        register_dir: Path | None = None,
     ) -> None:
         self.model = model
         self.workdir = Path(workdir)
         self.startup_timeout_s = startup_timeout_s
-        self._start = start or _start_local
+        self._start = start or start_local
         self._unit = unit
+        self._register_dir = register_dir  # the testenv's standin-servers/ (testenv_servers_dir)
         self._lock = threading.Lock()
         self._servers: dict[str, DeploymentRecord] = {}  # by pod name
         self._checks = BackgroundChecks(self._attempt)
@@ -75,6 +105,8 @@ class LocalStandIn:
             record = self._servers.get(name)
         if record is None:
             record = self._start(self.model, self.workdir, f"kwok-{name}"[:63], self.startup_timeout_s)
+            if self._register_dir is not None:
+                register_with_testenv(self._register_dir, record)
             if self._checks.stopped:  # the deploy gave up while this server started: do not leak it
                 self._stop_one(record)
                 return False
@@ -94,6 +126,9 @@ class LocalStandIn:
         with self._lock:
             record = self._servers.get(str((pod.get("metadata") or {}).get("name", "")))
         return record.served_model_name if record is not None else ""
+
+    def runtime_of(self, pod: Mapping[str, Any]) -> str:
+        return self.name
 
     def served_on(self) -> str:
         if not self._unit:

@@ -22,8 +22,8 @@ from gpuplace import labels as L
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.inventory.cluster import quantity
 from gpuplace.planner.fragmentation import MILLI, FragmentationModel, gpuplace_key
+from gpuplace.planner.hardware import TIERS
 from gpuplace.planner.placement import EPS, best_gpu_set, cpu_free_milli, fit_score, gpu_type_of, tier_of
-from gpuplace.planner.shape import TIERS
 from gpuplace.types import GpuDevice, Node
 from gpuplace.types.extender import TOPOLOGY_REQUIREMENTS, GpuRequest, NodeFit
 
@@ -123,6 +123,7 @@ def node_fit(node: Node, req: GpuRequest, frag: FragmentationModel) -> NodeFit:
     if req.count == 0:
         return NodeFit(node.name, fit_score=1.0, interconnect="single")
     devices = list(node.gpus)
+    profile = L.mig_profile_of(req.resource)
     if not devices:
         return _fail(
             node, "node has no GPUs (no GPU labels or allocatable nvidia.com/gpu)", unresolvable=True
@@ -132,24 +133,24 @@ def node_fit(node: Node, req: GpuRequest, frag: FragmentationModel) -> NodeFit:
         if not devices:
             have = ", ".join(sorted({g.gpu or g.product for g in node.gpus}))
             return _fail(node, f"no GPU of model {'|'.join(req.models)} (node has {have})", unresolvable=True)
-    if req.mig_profile:
-        units = [g for g in devices if g.mig_profile == req.mig_profile and node.mig_strategy == "mixed"]
+    if profile:
+        units = [g for g in devices if g.mig_profile == profile and node.mig_strategy == "mixed"]
     elif node.mig_strategy == "single":
         units = [g for g in devices if g.mig_profile]
     else:
         units = [g for g in devices if not g.mig_profile]
-    capacity = len(units) * (node.gpu_sharing if not req.mig_profile else 1)
+    capacity = len(units) * (node.gpu_sharing if not profile else 1)
     if capacity < req.count:
         return _fail(
             node, f"node has {capacity} {req.resource}, the pod asks for {req.count}", unresolvable=True
         )
-    if node.gpu_sharing > 1 and not req.mig_profile:
+    if node.gpu_sharing > 1 and not profile:
         return _shared_fit(node, units, req, frag)
     label = GROUP_NAMES[req.topology]
     if not any(len(grp) >= req.count for grp in _groups(units, req.topology)):
         return _fail(node, f"no {label} with {req.count} GPUs", unresolvable=True)
     free = [g for g in units if g.allocated <= EPS]
-    if req.mig_profile:
+    if profile:
         chosen: tuple[GpuDevice, ...] | None = (
             tuple(sorted(free, key=lambda g: (g.index, g.id))[: req.count])
             if len(free) >= req.count

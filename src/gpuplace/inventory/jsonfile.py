@@ -1,4 +1,5 @@
-"""An inventory as JSON: what ``gpuplace inventory --out`` and the ``discover_inventory`` component write,
+"""An inventory as JSON, the only module that writes and reads it: what the inventory step
+(``gpuplace inventory --out``, the ``discover_inventory`` component) writes with :func:`write_inventory_json`,
 and what ``load_inventory("<file>.json")`` reads back (the dataclasses' fields, one object per node)."""
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ def inventory_from_json(data: Any, source: str) -> Inventory:
     return Inventory(
         nodes=nodes, source=str(data.get("source") or source), warnings=tuple(data.get("warnings") or ())
     )
+
+
+def write_inventory_json(inventory: Inventory, path: str | Path) -> Path:
+    """Write ``inventory`` to the file ``path`` (a KFP output artifact or ``--out``)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(inventory_to_json(inventory), indent=2) + "\n")
+    return out
 
 
 def read_inventory_json(path: Path) -> Inventory:

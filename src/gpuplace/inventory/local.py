@@ -11,8 +11,7 @@ import socket
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.types import GpuDevice, Inventory, Node
-
-LOCAL = "local"
+from gpuplace.types.fleet import LOCAL_INVENTORY
 
 
 def _memory_gib() -> float:
@@ -53,7 +52,7 @@ def _nvml_gpus(node: str, catalog: GpuCatalog) -> tuple[tuple[GpuDevice, ...], t
 
 def local_inventory(catalog: GpuCatalog) -> Inventory:
     """This machine: its host name, CPU cores and memory, and its GPUs (none on a CPU)."""
-    name = socket.gethostname()
+    name = socket.gethostname().lower()  # as the real node registers (node names are lower case)
     gpus, warnings = _nvml_gpus(name, catalog)
     node = Node(name, gpus, cpu_cores=os.cpu_count() or 0, memory_gib=round(_memory_gib(), 1))
-    return Inventory((node,), source=LOCAL, warnings=warnings)
+    return Inventory((node,), source=LOCAL_INVENTORY, warnings=warnings)

@@ -25,17 +25,23 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpuplace.errors import CheckFailed, InvalidInput
 from gpuplace.jobs.console import _ANSI, quiet_console
+from gpuplace.jobs.outputs import format_partial, format_paths, mlflow_url, one_output, served_on
 from gpuplace.plandir import PlanDir, read_plan_dir
+from gpuplace.steps.compare import repeat_runs
+from gpuplace.tracking.config import DEFAULT_WORKDIR, ui_command
 from gpuplace.types.compare import Comparison
+from gpuplace.types.fleet import LOCAL_INVENTORY, is_local_inventory
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport
 from gpuplace.units import ms
+
+DEFAULT_FLEET = "mixed-a100-h100-l4"  # the fleet a local run also plans, as a prediction for its GPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,9 @@ class MainJobConfig:
     model: str = ""  # "" picks tiny on CPU, llama-3.1-8b on a GPU
     device: str = "auto"
     inventory: str = ""  # "" = local for the local target, else the fleet
-    fleet: str = "mixed-a100-h100-l4"  # also planned (a prediction for its GPUs) when inventory is local
+    # Also planned (a prediction for its GPUs) when inventory is local ("": DEFAULT_FLEET); with the
+    # kubernetes target, what is planned on ("": the cluster's own nodes, gpuplace.jobs.cluster).
+    fleet: str = ""
     slo_tpot_ms: float = 50.0
     slo_ttft_ms: float = 2000.0
     rate: float = 4.0
@@ -53,6 +61,7 @@ class MainJobConfig:
     max_requests: int = 120
     trace: str = ""
     compare: bool = False
+    repeats: int = 1  # with compare: runs of each path, pooled by the verdict's bootstrap
     target: str = "local"  # or "kubernetes": deploy to the cluster of `kubeconfig`
     kubeconfig: str = ""
     namespace: str = "default"
@@ -73,10 +82,17 @@ class MainJobResult:
     report: Path  # the Markdown report a person reads first
     log: Path  # the runner's and the tasks' own output
     comparison: Comparison | None = None
-    # predicted vs measured on the device that served (empty when the plan is for another device)
-    prediction: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # predicted vs measured on the device that served (None when the plan is for another device)
+    prediction: PredictedVsMeasured | None = None
     fleet_plan: PlanDir | None = None  # the fleet's plan: a prediction for its GPUs, not measured here
     fleet_note: str = ""  # why the fleet has no plan, when it has none
+    mlflow_url: str = ""  # the pipeline run's page in MLflow's UI, as the tracking task recorded it
+
+
+def run_store(run_dir: Path) -> Path:
+    """A run's local MLflow store, the same for both pipelines: ``<run dir>/.gpuplace/mlflow``, the default
+    store of a step run in that directory (``orchestration_comparison``'s ``compare_paths`` takes no path)."""
+    return run_dir / DEFAULT_WORKDIR
 
 
 def default_model(device: str) -> str:
@@ -92,13 +108,6 @@ def _profile_args(model: str) -> dict[str, str]:
     return {"batch_sizes": "1,8", "prompt_tokens": "1024", "output_tokens": "128"}
 
 
-def _one(outputs: Path, task: str, name: str) -> Path:
-    found = sorted(p for p in outputs.glob(f"{task}*/{name}") if p.exists())
-    if not found:
-        raise FileNotFoundError(f"{outputs}: no output {name!r} of task {task!r}")
-    return found[0]
-
-
 def run_main_job(config: MainJobConfig) -> MainJobResult:
     from kfp import local
 
@@ -110,6 +119,9 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         raise InvalidInput(
             "kubeconfig", config.kubeconfig, "no such file", "Give --kubeconfig for --target kubernetes"
         )
+    if config.repeats != 1 and not config.compare:
+        raise InvalidInput("repeats", config.repeats, "repeats the comparison's runs", "Add --compare")
+    repeat_runs(config.repeats)  # a bad count fails here, before anything runs
     if config.trace and not Path(config.trace).is_file():
         raise InvalidInput("trace", config.trace, "no such file", "Give the Azure trace CSV")
     kubeflow_backend = "local"
@@ -127,19 +139,32 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
                 '--kubeconfig "$(gpuplace testenv kubeconfig)"',
             )
     model = config.model or default_model(config.device)
-    inventory = config.inventory or ("local" if config.target == "local" else config.fleet)
+    if config.target == "local":
+        config = replace(config, fleet=config.fleet or DEFAULT_FLEET)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = (config.workdir / stamp).resolve()
     if run_dir.exists():
         raise InvalidInput(
             "workdir", str(run_dir), "already holds a run with this timestamp", "Rerun in a second"
         )
-    run_dir.mkdir(parents=True)
+    inventory = config.inventory or LOCAL_INVENTORY
+    if config.target == "kubernetes" and not config.inventory:
+        from gpuplace.deploy.testenv_runtime import real_node_of
+        from gpuplace.jobs.cluster import cluster_inventory_file
+
+        if not config.fleet and real_node_of(config.kubeconfig):
+            # the testenv's real node is this machine: plan the local engine on its CPUs, served in containers
+            inventory = LOCAL_INVENTORY
+        else:
+            inventory = cluster_inventory_file(
+                config.kubeconfig, config.fleet, run_dir / "cluster-inventory.json"
+            )
+    run_dir.mkdir(parents=True, exist_ok=True)
     common: dict[str, Any] = dict(
         model=model,
         profile_device=config.device,
         inventory=inventory,
-        measure_engine_steps=inventory == "local",
+        measure_engine_steps=is_local_inventory(inventory),
         slo_tpot_ms=config.slo_tpot_ms,
         slo_ttft_ms=config.slo_ttft_ms,
         rate=config.rate,
@@ -160,6 +185,7 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
             "native_target": config.target,
             "kubeflow_backend": kubeflow_backend,
             "penalty_usd_per_breach": 0.05,
+            "repeats": config.repeats,
         }
     else:
         from gpuplace.pipelines.llm_placement.pipeline import pipeline
@@ -167,8 +193,9 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         arguments = {
             **common,
             "target": config.target,
-            "trace": config.trace,
-            "mlflow_workdir": str(run_dir / "mlflow"),
+            # the runner works in run_dir: a relative trace path is the caller's, resolve it here
+            "trace": str(Path(config.trace).resolve()) if config.trace else "",
+            "mlflow_workdir": str(run_store(run_dir)),
         }
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(run_dir / "kfp"), raise_on_error=True
@@ -191,26 +218,25 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     finally:
         os.chdir(cwd)
     outputs = next((run_dir / "kfp").iterdir())
-    from gpuplace.compare.step import read_comparison
     from gpuplace.loadtest.io import read_prediction, read_report
+    from gpuplace.steps.compare import read_comparison
 
-    plan = read_plan_dir(_one(outputs, "plan-placement", "plan"))
-    report_file = _one(outputs, "load-test", "report")
+    plan = read_plan_dir(one_output(outputs, "plan-placement", "plan"))
+    report_file = one_output(outputs, "load-test", "report")
     measured = read_report(report_file)
     comparison = None
     if config.compare:
-        comparison = read_comparison(_one(outputs, "compare-paths", "comparison"))
-        report = _one(outputs, "compare-paths", "report_md")
-        store = run_dir / ".gpuplace" / "mlflow"
+        comparison = read_comparison(one_output(outputs, "compare-paths", "comparison"))
+        report = one_output(outputs, "compare-paths", "report_md")
     else:
-        report = _one(outputs, "load-test", "summary")
-        store = run_dir / "mlflow"
+        report = one_output(outputs, "load-test", "summary")
+    store = run_store(run_dir)
     db, artifacts = store / "mlflow.db", store / "artifacts"
-    mlflow = f"mlflow ui --backend-store-uri sqlite:///{db} --default-artifact-root {artifacts}"
+    mlflow = ui_command(f"sqlite:///{db}", artifacts)
     if config.mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI"):
         mlflow = f"open {config.mlflow_uri or os.environ['MLFLOW_TRACKING_URI']} (experiment 'gpuplace')"
     fleet_plan, fleet_note = None, ""
-    if inventory == "local" and config.fleet:
+    if is_local_inventory(inventory) and config.fleet:
         fleet_plan, fleet_note = plan_fleet(config, model, run_dir / "fleet-plan", outputs)
     return MainJobResult(
         config,
@@ -226,6 +252,7 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         prediction=read_prediction(report_file),
         fleet_plan=fleet_plan,
         fleet_note=fleet_note,
+        mlflow_url=mlflow_url(outputs),
     )
 
 
@@ -236,8 +263,8 @@ def plan_fleet(config: MainJobConfig, model: str, out: Path, outputs: Path) -> t
     from gpuplace.catalog import load_gpu_catalog
     from gpuplace.errors import GpuplaceError
     from gpuplace.manifests import ServingOptions
-    from gpuplace.planner import PlanRequest
-    from gpuplace.planner.step import run_plan_step
+    from gpuplace.steps.plan import run_plan_step
+    from gpuplace.steps.plan_params import plan_request
 
     catalog = load_gpu_catalog()
     params = {
@@ -251,8 +278,8 @@ def plan_fleet(config: MainJobConfig, model: str, out: Path, outputs: Path) -> t
     }
     try:
         result = run_plan_step(
-            PlanRequest.from_params(params, catalog),
-            profile=_one(outputs, "profile-latency", "profile"),
+            plan_request(params, catalog),
+            profile=one_output(outputs, "profile-latency", "profile"),
             inventory=config.fleet,
             out=out,
             catalog=catalog,
@@ -272,61 +299,6 @@ class PipelineFailed(CheckFailed):
         self.partial = partial
 
 
-def _path_outputs(outputs: Path) -> list[tuple[str, Path | None, Path | None]]:
-    """(path, deployment.json, load-test report) of each path whose outputs exist, in flow order."""
-    found = []
-    for path, deploy_task, report_task in (
-        ("native", "deploy-inference", "load-test"),
-        ("kubeflow", "serve-and-load-test", "serve-and-load-test"),
-    ):
-        dep = next((p for p in sorted(outputs.glob(f"{deploy_task}*/deployment")) if p.is_file()), None)
-        rep = next((p for p in sorted(outputs.glob(f"{report_task}*/report")) if p.is_file()), None)
-        if dep is not None or rep is not None:
-            found.append((path, dep, rep))
-    return found
-
-
-def format_paths(outputs: Path) -> list[str]:
-    """One line per path that ran: measured nodes and GPU devices, provisioning, and the load test."""
-    from gpuplace.deploy import read_record
-    from gpuplace.loadtest.io import read_report
-
-    lines = [
-        f"{'path':9} {'nodes (measured)':18} {'GPUs (measured)':30} {'provisioning s':>14} "
-        f"{'p99 TTFT ms':>11} {'p99 TPOT ms':>11} {'ok/failed':>9}"
-    ]
-    for path, dep_file, rep_file in _path_outputs(outputs):
-        dep = read_record(dep_file) if dep_file is not None else None
-        rep = read_report(rep_file) if rep_file is not None else None
-        nodes = ",".join(sorted({p.node for p in dep.pods if p.node})) if dep else "-"
-        gpus = "-"
-        if dep is not None:
-            ids = [g for p in dep.pods for g in p.gpu_ids]
-            held = sum(p.gpu_count for p in dep.pods)
-            gpus = (
-                ",".join(ids)
-                if ids
-                else (f"{held}× {dep.pods[0].gpu_resource} (node level)" if held else "none")
-            )
-        prov = dep.provisioning() if dep else None
-        provisioning = f"{prov.max:.2f}" if prov is not None and prov.count else "unknown"
-        ttft = ms(rep.ttft.p99, 2) if rep else "-"
-        tpot = ms(rep.tpot.p99, 2) if rep else "-"
-        done = f"{rep.completed}/{rep.failed}" if rep else "-"
-        lines.append(
-            f"{path:9} {nodes or '-':18} {gpus:30} {provisioning:>14} {ttft:>11} {tpot:>11} {done:>9}"
-        )
-        if dep is not None and dep.mismatches():
-            lines += [f"{'':9} placement mismatch: {m}" for m in dep.mismatches()]
-    return lines
-
-
-def format_partial(outputs: Path) -> str:
-    """What the tasks that finished measured, for a run that failed."""
-    lines = format_paths(outputs)
-    return "\n".join(lines) if len(lines) > 1 else ""
-
-
 def _pct(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:+.1%}"
 
@@ -334,10 +306,10 @@ def _pct(x: float | None) -> str:
 def format_prediction_table(result: MainJobResult) -> list[str]:
     """Predicted against measured p50/p99 TTFT and TPOT: with the error when the plan's prediction is
     for the device that served (the local plan), else side by side, each labelled with its device."""
-    plan, measured, rows = result.plan.plan, result.measured, result.prediction
+    plan, measured, checked = result.plan.plan, result.measured, result.prediction
     pred = plan.prediction
-    served = next(iter(_served_on(result.outputs)), "")
-    if rows:
+    served = next(iter(served_on(result.outputs)), "")
+    if checked is not None:
         head = [
             f"predicted vs measured on the same device ({plan.chosen.unit}; error = (measured − predicted)"
             " / predicted):",
@@ -350,24 +322,18 @@ def format_prediction_table(result: MainJobResult) -> list[str]:
             f"{'':17} {'predicted':>10} {'measured':>10}",
         ]
     lines = head
-    for label, key, dist in (
-        ("p50 TTFT (ms)", "ttft_p50_s", measured.ttft.p50),
-        ("p99 TTFT (ms)", "ttft_p99_s", measured.ttft.p99),
-        ("p50 TPOT (ms)", "tpot_p50_s", measured.tpot.p50),
-        ("p99 TPOT (ms)", "tpot_p99_s", measured.tpot.p99),
+    for label, metric, q in (
+        ("p50 TTFT (ms)", "ttft", 50),
+        ("p99 TTFT (ms)", "ttft", 99),
+        ("p50 TPOT (ms)", "tpot", 50),
+        ("p99 TPOT (ms)", "tpot", 99),
     ):
-        value = getattr(pred, key) if pred else None
-        line = f"{label:17} {ms(value, 2):>10} {ms(dist, 2):>10}"
-        if rows:
-            line += f" {_pct(rows.get(key, {}).get('error')):>9}"
+        value = getattr(getattr(pred, metric), f"p{q}") if pred else None
+        line = f"{label:17} {ms(value, 2):>10} {ms(getattr(getattr(measured, metric), f'p{q}'), 2):>10}"
+        if checked is not None:
+            line += f" {_pct(checked.error(metric, q)):>9}"
         lines.append(line)
     return lines
-
-
-def _served_on(outputs: Path) -> list[str]:
-    from gpuplace.deploy import read_record
-
-    return [read_record(d).served_on for _, d, _ in _path_outputs(outputs) if d is not None]
 
 
 def format_fleet_plan(result: MainJobResult) -> list[str]:
@@ -382,8 +348,8 @@ def format_fleet_plan(result: MainJobResult) -> list[str]:
         "here)",
         f"  would choose    {plan.chosen.label}, ${plan.cost_usd_per_month:,.0f}/month; "
         "predicted p50/p99 TTFT "
-        f"{ms(pred.ttft_p50_s if pred else None, 1)}/{ms(pred.ttft_p99_s if pred else None, 1)} ms, "
-        f"TPOT {ms(pred.tpot_p50_s if pred else None, 2)}/{ms(pred.tpot_p99_s if pred else None, 2)} ms",
+        f"{ms(pred.ttft.p50 if pred else None, 1)}/{ms(pred.ttft.p99 if pred else None, 1)} ms, "
+        f"TPOT {ms(pred.tpot.p50 if pred else None, 2)}/{ms(pred.tpot.p99 if pred else None, 2)} ms",
         f"  plan            {result.fleet_plan.path}",
     ]
 
@@ -395,9 +361,7 @@ def format_summary(result: MainJobResult) -> str:
     c = result.config
     pipeline = "orchestration_comparison" if c.compare else "llm_placement"
     where = (
-        "planned on this machine"
-        if plan.inventory_source == "local"
-        else f"planned on fleet {plan.inventory_source or c.fleet}"
+        "planned on this machine" if plan.is_local else f"planned on fleet {plan.inventory_source or c.fleet}"
     )
     traffic = plan.traffic
     lengths = (
@@ -416,7 +380,7 @@ def format_summary(result: MainJobResult) -> str:
         f"requests          {measured.completed} completed, {measured.failed} failed, "
         f"goodput {measured.goodput_rps:.2f} req/s",
     ]
-    if plan.inventory_source != "local":
+    if not plan.is_local:
         lines += [
             f"planned cost      ${plan.cost_usd_per_month:,.0f}/month",
             f"planned frag.     {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs "
@@ -424,8 +388,10 @@ def format_summary(result: MainJobResult) -> str:
         ]
     lines += ["", *format_paths(result.outputs)]
     if result.comparison is not None:
+        from gpuplace.report.render import verdict_line
+
         score = result.comparison.score
-        lines.append(f"comparison        winner {score.winner or 'tie'} (margin {score.margin:.3f})")
+        lines.append(f"comparison        {verdict_line(result.comparison).replace('**', '')}")
         lines += [f"                  not scored: {c} ({why})" for c, why in score.excluded.items()]
     fleet = format_fleet_plan(result)
     if fleet:
@@ -438,4 +404,6 @@ def format_summary(result: MainJobResult) -> str:
         f"report            {result.report}",
         f"MLflow            {result.mlflow}",
     ]
+    if result.mlflow_url:
+        lines.append(f"MLflow run page   {result.mlflow_url}")
     return "\n".join(lines)

@@ -8,7 +8,9 @@ records provisioning latency and placement, and tears down; :mod:`~gpuplace.k8s.
 step's least-privilege Role; :mod:`~gpuplace.k8s.nodes` registers simulated Nodes;
 :mod:`~gpuplace.k8s.dra` reads placements back (nodes, DRA-allocated GPU devices) and why a pod is Pending;
 :mod:`~gpuplace.k8s.watch` watches under a deadline across API-server restarts, and
-:mod:`~gpuplace.k8s.provisioning` times pods from creation to ready-to-serve with it.
+:mod:`~gpuplace.k8s.provisioning` times pods from creation to ready-to-serve with it;
+:mod:`~gpuplace.k8s.crds` installs CustomResourceDefinitions (the upstream CRDs the emitted forms are
+validated against).
 """
 
 from gpuplace.k8s.api import FIELD_MANAGER, Api

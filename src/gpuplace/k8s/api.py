@@ -92,7 +92,7 @@ class Api:
     # --- discovery ----------------------------------------------------------------------------------
     def resource(self, api_version: str, kind: str, *, deadline: Deadline | None = None) -> ResourceInfo:
         kinds = self._discovery.get(api_version)
-        if kinds is None:
+        if kinds is None or kind not in kinds:  # not looked up yet, or served since (a CRD installed)
             path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
             doc = self.request("GET", path, action=f"discover {api_version}", deadline=deadline)
             kinds = {

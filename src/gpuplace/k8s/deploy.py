@@ -14,7 +14,8 @@ a word. :func:`teardown_plan` deletes what a plan created (404 is success) and w
 
 ``gpu_api`` says how the pods get their GPUs: ``dra`` claims each replica's planned devices by UUID
 (:mod:`gpuplace.manifests.pinned`), ``device-plugin`` applies the plan's manifests (``nvidia.com/gpu``),
-``auto`` takes ``dra`` when the DRA driver publishes every planned device, else the device plugin.
+``auto`` takes ``dra`` when the DRA driver publishes every planned device (a shared plan: the device
+plugin; ``dra`` claims it with the driver's sharing config), else the device plugin.
 """
 
 from __future__ import annotations
@@ -74,9 +75,10 @@ def choose_gpu_api(
         return "device-plugin", {}, "GPUs through the device plugin (--gpu-api device-plugin)"
     needed = [g for p in plan.placements for g in p.gpu_ids]
     reason = ""
-    if plan.chosen.kind == "shared":
-        reason = "a time-sliced share is not claimed through DRA"
-    elif not needed:
+    if plan.chosen.kind == "shared" and requested == "auto":
+        # DRA shares a device only between the pods of one claim; the device plugin's sharing joins any.
+        return "device-plugin", {}, "a shared GPU through the device plugin (--gpu-api dra claims it)"
+    if not needed:
         reason = "the plan names no GPU devices"
     else:
         try:
@@ -132,6 +134,59 @@ def _expected_pods(objects: Sequence[Mapping[str, Any]]) -> int:
     )
 
 
+def _check_deployable(plan_dir: PlanDir, on_failure: str, timeout_s: float) -> None:
+    if on_failure not in ON_FAILURE:
+        raise InvalidInput("on_failure", on_failure, f"must be one of {', '.join(ON_FAILURE)}")
+    if timeout_s <= 0:
+        raise InvalidInput("timeout_s", timeout_s, "must be positive")
+    if not plan_dir.manifests:
+        raise InvalidInput(
+            "plan",
+            str(plan_dir.path),
+            f"was written without the manifests form (--emit {','.join(plan_dir.forms)}), which deploy "
+            "applies",
+            "Re-plan with --emit manifests,... (the other forms are in alternatives/ to apply yourself)",
+        )
+
+
+def _gpu_objects(
+    api: Api, plan_dir: PlanDir, gpu_api: str, deadline: Deadline
+) -> tuple[str, str, list[Mapping[str, Any]]]:
+    """(the GPU API the pods get their GPUs through, a note why, the objects to apply): DRA objects pinned
+    to the devices the plan chose when the cluster publishes them, else the plan's device-plugin
+    manifests (``gpu_api`` "auto" falls back with the reason; "dra" refuses)."""
+    plan = plan_dir.plan
+    chosen_api, published, api_note = choose_gpu_api(api, plan, gpu_api, deadline=deadline)
+    raw: list[Mapping[str, Any]] = list(plan_dir.manifests)
+    if chosen_api == "dra":
+        from gpuplace.manifests.pinned import pinned_dra_objects
+
+        try:
+            raw = list(pinned_dra_objects(plan, plan_dir.manifests, published))
+        except InvalidInput as e:
+            if gpu_api == "dra":
+                raise
+            chosen_api, api_note = "device-plugin", f"GPUs through the device plugin: {e.problem}"
+    return chosen_api, api_note, raw
+
+
+def _dry_run(api: Api, objects: Sequence[Mapping[str, Any]], namespace: str, deadline: Deadline) -> None:
+    """Every object through the API server's dry run first, so nothing is half-applied; a namespace that
+    does not exist is the user's to create."""
+    try:
+        for obj in objects:
+            api.apply(obj, namespace, dry_run=True, deadline=deadline)
+    except NotFound as e:
+        if (e.details or {}).get("kind") == "namespaces":
+            raise InvalidInput(
+                "namespace",
+                namespace,
+                "does not exist",
+                f"Create it first (kubectl create namespace {namespace}), or pass --create-namespace",
+            ) from e
+        raise
+
+
 def deploy_plan(
     plan_dir: PlanDir,
     *,
@@ -150,42 +205,17 @@ def deploy_plan(
 ) -> DeploymentRecord:
     """Apply ``plan_dir``'s manifests to ``namespace``, wait until every pod serves, read back where they
     are and check that against the plan; see the module docstring."""
-    if on_failure not in ON_FAILURE:
-        raise InvalidInput("on_failure", on_failure, f"must be one of {', '.join(ON_FAILURE)}")
-    if timeout_s <= 0:
-        raise InvalidInput("timeout_s", timeout_s, "must be positive")
+    _check_deployable(plan_dir, on_failure, timeout_s)
     say = log or (lambda _m: None)
     deadline = Deadline(timeout_s)
     plan = plan_dir.plan
     if create_namespace and ensure_namespace(api, namespace, deadline=deadline):
         say(f"created namespace {namespace}")
-    chosen_api, published, api_note = choose_gpu_api(api, plan, gpu_api, deadline=deadline)
-    raw: list[Mapping[str, Any]] = list(plan_dir.manifests)
-    if chosen_api == "dra":
-        from gpuplace.manifests.pinned import pinned_dra_objects
-
-        try:
-            raw = list(pinned_dra_objects(plan, plan_dir.manifests, published))
-        except InvalidInput as e:
-            if gpu_api == "dra":
-                raise
-            chosen_api, api_note = "device-plugin", f"GPUs through the device plugin: {e.problem}"
+    chosen_api, api_note, raw = _gpu_objects(api, plan_dir, gpu_api, deadline)
     objects = [labelled(m, plan.plan_id, run_id) for m in raw]
     say(f"GPU API: {chosen_api}" + (f" ({api_note})" if api_note and chosen_api != "device-plugin" else ""))
     created_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-    try:
-        for obj in objects:
-            api.apply(obj, namespace, dry_run=True, deadline=deadline)
-    except NotFound as e:
-        if (e.details or {}).get("kind") == "namespaces":
-            raise InvalidInput(
-                "namespace",
-                namespace,
-                "does not exist",
-                f"Create it first (kubectl create namespace {namespace}), or pass --create-namespace",
-            ) from e
-        raise
+    _dry_run(api, objects, namespace, deadline)
     say(f"dry run passed for {len(objects)} objects")
 
     previous = {

@@ -18,11 +18,12 @@ from gpuplace import dra as vocab
 from gpuplace.k8s.api import Api
 from gpuplace.k8s.errors import NotFound
 from gpuplace.k8s.retry import Deadline
+from gpuplace.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gpuplace.types import Inventory
 from gpuplace.types.deploy import DEVICE_LEVEL, NO_GPU, NODE_LEVEL
 
 RESOURCE_API = "resource.k8s.io/v1"
-DEVICE_PLUGIN_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+DEVICE_PLUGIN_PREFIXES = (GPU_RESOURCE, MIG_RESOURCE_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,11 +38,18 @@ from gpuplace.types.serving import ServingSpec
 
 TASK = "serve-and-load-test"  # the Kubeflow path's serving task in orchestration_comparison
 PLAN_TASK = "plan-placement"
+REPEAT_TASK = "repeat-runs"  # the task whose output list orchestration_comparison's run loop iterates
 TASK_LABEL = KFP_TASK_LABEL
 PATH_LABEL = "gpuplace.io/path"
 STANDS_IN = (
     "the KFP backend stands in: the task pod is built as KFP 2.17's driver builds it from the compiled "
     "pipeline and the plan's outputs, and created directly (no Argo workflow, no ML Metadata)"
+)
+
+
+SERVES_IN_POD = (
+    "the task pod's main container runs the plan's serving container directly, not the component through "
+    "KFP's launcher (which a KFP run would start there, serving the same spec)"
 )
 
 
@@ -91,6 +98,7 @@ def run_task_pod(
     timeout_s: float = 300.0,
     allow_misplacement: bool = False,
     log: Callable[[str], None] | None = None,
+    serve_in_pod: bool = False,
 ) -> DeploymentRecord:
     """Create the task pod for ``plan_dir``, wait until it serves, read it back and check it against the
     plan. On failure the pod is deleted and what the runtime started is stopped."""
@@ -106,13 +114,20 @@ def run_task_pod(
         package,
         TASK,
         arguments=arguments or {},
-        task_outputs={PLAN_TASK: plan_outputs(plan_dir)},
+        # the task runs in a loop over repeat_runs' output (orchestration_comparison's `repeats`): this pod
+        # is one iteration, so that output stands in as one run
+        task_outputs={PLAN_TASK: plan_outputs(plan_dir), REPEAT_TASK: {"Output": [0]}},
         run_id=run_id or "00000000-0000-0000-0000-000000000000",
         pod_name=name,
         labels=labels,
     )
     for w in built.warnings:
         say(f"KFP driver: {w}")
+    task_pod = built.pod
+    if serve_in_pod:  # the pod's own container serves the plan (a local plan on the testenv's real node)
+        from gpuplace.manifests.local import serving_task_pod
+
+        task_pod = serving_task_pod(task_pod, plan_dir.serving)
     deadline = Deadline(timeout_s)
     created_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     selector = f"{TASK_LABEL}={name}"
@@ -120,7 +135,7 @@ def run_task_pod(
     try:
         try:
             timer.start()
-            api.create(built.pod, namespace, deadline=deadline)
+            api.create(task_pod, namespace, deadline=deadline)
             say(f"created task pod {name}")
             measured = wait_and_measure(
                 api,
@@ -153,7 +168,7 @@ def run_task_pod(
         created_at=created_at,
         plan_id=plan.plan_id,
         served_model_name=measured.request_model,
-        notes=(STANDS_IN, *built.warnings, *measured.notes),
+        notes=(STANDS_IN, *((SERVES_IN_POD,) if serve_in_pod else ()), *built.warnings, *measured.notes),
         serving=measured.serving,
         path="kubeflow",
         gpu_api="device-plugin",

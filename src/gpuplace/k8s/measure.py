@@ -18,13 +18,14 @@ from gpuplace.k8s.dra import (
     device_mismatches,
     read_placements,
 )
+from gpuplace.k8s.errors import KubeError
 from gpuplace.k8s.provisioning import PodTimer, PodTimes
 from gpuplace.k8s.retry import Deadline
 from gpuplace.k8s.runtime import PodRuntime
-from gpuplace.labels import REPLICA_LABEL
+from gpuplace.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX, REPLICA_LABEL
 from gpuplace.plandir import PlanDir
 from gpuplace.types import DeploymentRecord, Inventory, PodRecord
-from gpuplace.types.deploy import DEVICE_LEVEL, NODE_LEVEL
+from gpuplace.types.deploy import DEVICE_LEVEL, NODE_LEVEL, DraDevice
 from gpuplace.types.plan import Placement, PlacementPlan
 from gpuplace.types.serving import ServingSpec
 
@@ -68,7 +69,7 @@ def gpu_taken(placement: PodPlacement, pod: Mapping[str, Any]) -> tuple[str, int
         return ("mig.nvidia.com" if kinds == {"mig"} else "gpu.nvidia.com"), len(placement.devices)
     for c in (pod.get("spec") or {}).get("containers") or ():
         for key, value in ((c.get("resources") or {}).get("limits") or {}).items():
-            if key.startswith(("nvidia.com/gpu", "nvidia.com/mig-")) and str(value).isdigit():
+            if key.startswith((GPU_RESOURCE, MIG_RESOURCE_PREFIX)) and str(value).isdigit():
                 return key, int(str(value))
     return "", 0
 
@@ -80,11 +81,11 @@ def _device_plugin_name(placement: PodPlacement, plan_spec: ServingSpec, resourc
         return resource
     profiles = {d.mig_profile for d in placement.devices}
     if profiles == {""}:
-        return "nvidia.com/gpu"
+        return GPU_RESOURCE
     profile = profiles.pop() if len(profiles) == 1 else ""
     if profile and profile == plan_spec.mig_profile:
         return plan_spec.gpu_resource
-    return f"nvidia.com/mig-{profile}" if profile else resource
+    return f"{MIG_RESOURCE_PREFIX}{profile}" if profile else resource
 
 
 def _flag(args: Sequence[str], name: str) -> str:
@@ -143,6 +144,24 @@ def served_on(plan: PlacementPlan, pods: Sequence[PodRecord], runtime: PodRuntim
     return plan.chosen.unit
 
 
+def image_pulled_at(api: Api, namespace: str, *, deadline: Deadline) -> dict[str, float]:
+    """Pod name → when the kubelet said its image was on the node (the ``Pulled`` event, "already present"
+    or pulled; the event's own time, 1 s resolution). Pods no kubelet ran (KWOK's) have none."""
+    from gpuplace.k8s.rollout import _epoch
+
+    out: dict[str, float] = {}
+    try:
+        events = api.list("v1", "Event", namespace, field_selector="reason=Pulled", deadline=deadline)
+    except KubeError:  # events not readable: the image's time is unknown, nothing else is
+        return out
+    for e in events:
+        pod = str((e.get("involvedObject") or {}).get("name") or "")
+        at = _epoch(e.get("eventTime") or e.get("firstTimestamp") or e.get("lastTimestamp"))
+        if pod and not math.isnan(at):
+            out[pod] = min(out.get(pod, at), at)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Measured:
     """What a deploy read back about its pods: the records, the spec they run, and notes."""
@@ -151,6 +170,12 @@ class Measured:
     serving: ServingSpec
     notes: tuple[str, ...] = field(default=())
     request_model: str = ""  # the `model` requests must carry (the runtime's, or the spec's)
+
+
+def _as_allocated(placed: PodPlacement) -> tuple[DraDevice, ...]:
+    """The pod's DRA devices as the claims' allocations name them, each beside its inventory id."""
+    devices = (DraDevice(d.driver, d.pool, d.device, d.gpu_id, d.claim, d.request) for d in placed.devices)
+    return tuple(sorted(devices, key=lambda d: (d.gpu_id, d.driver, d.pool, d.device)))
 
 
 def measure_pods(
@@ -180,6 +205,7 @@ def measure_pods(
         )
     }
     paired = pair_with_plan(objects, plan.placements)
+    pulled = image_pulled_at(api, namespace, deadline=deadline)
     by_name = {t.pod: t for t in times}
     records: list[PodRecord] = []
     notes: list[str] = []
@@ -207,12 +233,16 @@ def measure_pods(
                 serving_at_s=t.serving_s if t else math.nan,
                 gpu_ids=placed.gpu_ids,
                 planned_gpu_ids=planned.gpu_ids if planned else (),
+                dra_devices=_as_allocated(placed),
                 placement_level=placed.level,
                 gpu_resource=resource,
                 gpu_count=count,
                 endpoint=runtime.endpoint_of(obj),
                 timing="watch" if t is not None and t.seen_created else "api",
                 mismatches=mismatches,
+                running_at_s=t.running_s if t else math.nan,
+                image_at_s=pulled.get(name, math.nan),
+                runtime=runtime.runtime_of(obj),
             )
         )
     levels = {r.placement_level for r in records}

@@ -197,12 +197,27 @@ class PodTimer:
         deadline: Deadline,
         serve_check: ServeCheck | None = None,
         poll_s: float = 0.1,
+        fail_fast: bool = True,
     ) -> tuple[PodTimes, ...]:
         """Block until ``count`` pods are ready to serve; their times, ordered by creation.
 
         Raises :class:`ProvisioningTimeout` (with the scheduler's reasons for Pending pods) at the
-        deadline, and the watch's :class:`~gpuplace.k8s.errors.KubeError` if it failed for good.
+        deadline, and the watch's :class:`~gpuplace.k8s.errors.KubeError` if it failed for good. With
+        ``fail_fast``, a pod that will never serve (unschedulable, its image missing, crash-looping:
+        :mod:`gpuplace.k8s.podfaults`) raises :class:`~gpuplace.k8s.podfaults.PodFailed` at once.
         """
+        from gpuplace.k8s.podfaults import pod_failure, unschedulable_message
+
+        unschedulable_since: dict[str, float] = {}
+        node_cache: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+
+        def nodes() -> list[dict[str, Any]]:
+            at, cached = node_cache.get("nodes", (-math.inf, []))
+            if time.monotonic() - at > 5.0:
+                cached = self.api.list("v1", "Node", deadline=Deadline(10.0))
+                node_cache["nodes"] = (time.monotonic(), cached)
+            return cached
+
         while True:
             with self._changed:
                 if self._error is not None:
@@ -228,6 +243,23 @@ class PodTimer:
             ]
             if len(done) >= count:
                 return tuple(sorted(done, key=lambda t: (t.created_s, t.pod)))[:count]
+            if fail_fast:
+                now = time.monotonic()
+                for uid, pod in pods.items():
+                    if not unschedulable_message(pod):
+                        unschedulable_since.pop(uid, None)
+                    elif uid not in unschedulable_since:
+                        unschedulable_since[uid] = now
+                    if uid in times and not math.isnan(times[uid].ready_s):
+                        continue
+                    failure = pod_failure(
+                        self.api,
+                        pod,
+                        unschedulable_for_s=now - unschedulable_since.get(uid, now),
+                        nodes=nodes,
+                    )
+                    if failure is not None:
+                        raise failure
             if deadline.expired:
                 raise self._timeout(count, deadline, tuple(times.values()), pods)
             with self._changed:

@@ -65,6 +65,10 @@ class PodRuntime(Protocol):
         """The ``model`` field requests to ``pod`` must carry, when not the serving spec's ("")."""
         ...
 
+    def runtime_of(self, pod: Mapping[str, Any]) -> str:
+        """What runs ``pod``'s server (its record's ``runtime``)."""
+        ...
+
     def discard(self) -> None:
         """Stop whatever this runtime started (a failed deploy)."""
         ...
@@ -140,6 +144,9 @@ class RuntimeDefaults:
 
     def model_of(self, pod: Mapping[str, Any]) -> str:
         return ""
+
+    def runtime_of(self, pod: Mapping[str, Any]) -> str:
+        return str(getattr(self, "name", ""))
 
     def discard(self) -> None:
         return None

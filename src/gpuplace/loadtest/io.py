@@ -7,13 +7,12 @@ The one module that writes and reads them; the comparison and the tracker read t
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.summary import format_markdown
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport, RequestResult
 from gpuplace.types.stats import json_clean
 
@@ -27,13 +26,16 @@ def write_outputs(
     out: Path,
     records: Sequence[RequestResult],
     report: LatencyReport,
-    prediction: Mapping[str, Any],
+    prediction: PredictedVsMeasured | None,
     notes: Sequence[str] = (),
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_records(records, out / RECORDS_PARQUET, out / RECORDS_JSONL)
     data = report.to_json_dict()
-    data["predicted_vs_measured"] = json_clean(dict(prediction))  # NaN when nothing completed
+    # the rows people and dashboards read ({} when the plan's prediction is for another device), and the
+    # whole prediction beside the measurement, which read_prediction reads back
+    data["predicted_vs_measured"] = json_clean(prediction.rows() if prediction is not None else {})
+    data["prediction"] = prediction.to_json_dict() if prediction is not None else None
     data["notes"] = list(notes)
     (out / REPORT_FILE).write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
     (out / SUMMARY_FILE).write_text(format_markdown(report, prediction, notes))
@@ -69,10 +71,19 @@ def write_records(records: Sequence[RequestResult], parquet: Path, jsonl: Path) 
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), parquet)
 
 
-def read_records(path: str | Path) -> list[RequestResult]:
-    """Records from ``records.jsonl`` or ``records.parquet``."""
-    p = Path(path)
+def _is_parquet(p: Path) -> bool:
     if p.suffix == ".parquet":
+        return True
+    if not p.is_file():
+        return False
+    with p.open("rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def read_records(path: str | Path) -> list[RequestResult]:
+    """Records from ``records.jsonl`` or ``records.parquet`` (a KFP output file, unnamed, by its magic)."""
+    p = Path(path)
+    if _is_parquet(p):
         import pyarrow.parquet as pq
 
         rows = pq.read_table(p).to_pylist()
@@ -96,21 +107,19 @@ def read_report(path: str | Path, field: str = "report") -> LatencyReport:
         raise InvalidInput(field, str(p), f"is not a valid report.json ({e})", "") from None
 
 
-def read_prediction(path: str | Path, field: str = "report") -> dict[str, dict[str, float]]:
-    """The predicted-vs-measured rows of a ``report.json`` (``{metric: {predicted_s, measured_s,
-    error}}``); empty when the plan's prediction was for another device than the one measured."""
+def read_prediction(path: str | Path, field: str = "report") -> PredictedVsMeasured | None:
+    """The plan's prediction beside the measurement of a ``report.json``; None when the prediction was
+    for another device than the one measured (or the plan had none). A report written before it held the
+    whole prediction gives its predicted medians and 99th percentiles."""
     p = Path(path)
     if p.is_dir():
         p = p / REPORT_FILE
+    report = read_report(p, field)
     try:
-        rows = json.loads(p.read_text()).get("predicted_vs_measured") or {}
-    except (FileNotFoundError, IsADirectoryError):
-        raise InvalidInput(field, str(p), "no such file", "Give a gpuplace loadtest --out") from None
-    except (json.JSONDecodeError, AttributeError) as e:
+        data = json.loads(p.read_text())
+        if data.get("prediction"):
+            return PredictedVsMeasured.from_json_dict(data["prediction"])
+        rows = data.get("predicted_vs_measured") or {}
+        return PredictedVsMeasured.from_rows(rows, report) if rows else None
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise InvalidInput(field, str(p), f"is not a valid report.json ({e})", "") from None
-    return {
-        str(k): {
-            n: math.nan if v.get(n) is None else float(v[n]) for n in ("predicted_s", "measured_s", "error")
-        }
-        for k, v in rows.items()
-    }

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuplace.types import Distribution
 from gpuplace.types.loadtest import LatencyReport, RequestResult
-from gpuplace.types.plan import Prediction, Slo
+from gpuplace.types.plan import Slo
 
 # A p99 SLO tolerates 1% misses; more failed requests than that miss it whatever the latencies were.
 SLO_FAILURE_SHARE = 0.01
@@ -93,29 +93,3 @@ def summarize(
         interrupted=interrupted,
         workload=dict(workload or {}),
     )
-
-
-def relative_error(measured: float, predicted: float) -> float:
-    """(measured − predicted) / predicted: how far a measurement is from its prediction, in the
-    prediction's units (+0.2: measured 20% above what was predicted)."""
-    return (measured - predicted) / predicted
-
-
-def prediction_error(report: LatencyReport, predicted: Prediction) -> dict[str, dict[str, float]]:
-    """Measured against predicted p50 and p99 TTFT and TPOT: ``{metric: {predicted_s, measured_s, error}}``.
-
-    ``error`` is (measured − predicted) / predicted; a prediction that is not finite and positive (an
-    unstable shape) is skipped. Only call this when the prediction is for the device that was measured.
-    """
-    out: dict[str, dict[str, float]] = {}
-    for key, measured in (
-        ("ttft_p50_s", report.ttft.p50),
-        ("ttft_p99_s", report.ttft.p99),
-        ("tpot_p50_s", report.tpot.p50),
-        ("tpot_p99_s", report.tpot.p99),
-    ):
-        value = float(getattr(predicted, key))
-        if not (math.isfinite(value) and value > 0):
-            continue
-        out[key] = {"predicted_s": value, "measured_s": measured, "error": relative_error(measured, value)}
-    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from gpuplace.errors import CheckFailed
 from gpuplace.loadtest.config import LoadTestConfig
 from gpuplace.loadtest.io import write_outputs
-from gpuplace.loadtest.metrics import prediction_error
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport, RequestResult
 from gpuplace.types.workload import RequestSpec
 
@@ -54,7 +54,7 @@ def served_model_name(endpoint: str, timeout_s: float = 10.0) -> str:
 class LoadTestResult:
     report: LatencyReport
     records: tuple[RequestResult, ...]
-    prediction: Mapping[str, Mapping[str, float]]
+    prediction: PredictedVsMeasured | None  # the plan's, when it is for the device measured
     notes: tuple[str, ...]
     out_dir: Path
 
@@ -142,7 +142,7 @@ def run_loadtest_step(
         show_progress=show_progress,
         stop_after=stop_after,
     )
-    prediction = prediction_error(result.report, config.predicted) if config.predicted else {}
+    prediction = PredictedVsMeasured.of(config.predicted, result.report) if config.predicted else None
     notes = (*result.endpoint_notes, *((config.prediction_note,) if config.prediction_note else ()))
     write_outputs(out, result.records, result.report, prediction, notes)
     return LoadTestResult(result.report, result.records, prediction, notes, out)

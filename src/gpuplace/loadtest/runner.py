@@ -15,11 +15,11 @@ import math
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import aiohttp
 
-from gpuplace.errors import InvalidInput
+from gpuplace.errors import CheckFailed, InvalidInput
 from gpuplace.loadtest.client import EndpointState, send
 from gpuplace.loadtest.metrics import summarize
 from gpuplace.progress import Progress
@@ -56,11 +56,17 @@ class RunOptions:
             raise InvalidInput("max_duration_s", self.max_duration_s, "must be positive", "")
 
 
+class EndpointDown(CheckFailed):
+    """The probe before the load got no answer: nothing was sent and nothing is written (exit 1)."""
+
+
 async def probe(session: aiohttp.ClientSession, endpoint: EndpointState) -> str:
     """Learn the served model (``/v1/models``) and the endpoint's accepted fields with a 2-token request.
 
-    Returns "" when the endpoint answered, else a one-line reason; the run goes on either way so
-    that an endpoint that comes up late, or never, is measured as errors rather than guessed at.
+    Returns "" when the endpoint answered (an HTTP error to the warm-up is kept as a note: a server that
+    answers is up, and its failures are data), else a one-line reason, on which the run stops before the
+    clock starts (:class:`EndpointDown`): a load test of an endpoint that is down measures nothing.
+    ``--no-warmup`` skips the probe, and then an endpoint that is down is measured as errors.
     """
     try:
         async with session.get(
@@ -75,7 +81,14 @@ async def probe(session: aiohttp.ClientSession, endpoint: EndpointState) -> str:
     result = await send(
         session, endpoint, index=-1, prompt="Hello", prompt_tokens=2, max_tokens=2, scheduled_s=0.0
     )
-    return "" if result.success else f"warm-up request failed: {result.error_kind}: {result.error}"
+    if result.success:
+        return ""
+    note = f"warm-up request failed: {result.error_kind}: {result.error}"
+    if result.error_kind == "connect":
+        return note
+    # The server answered, with an error: it is up, so its failures are what the load test measures.
+    endpoint.notes.append(note)
+    return ""
 
 
 async def _run(
@@ -96,7 +109,11 @@ async def _run(
     async with aiohttp.ClientSession(connector=connector) as session:
         note = await probe(session, endpoint) if options.warmup else ""
         if note:
-            endpoint.notes.append(note)
+            raise EndpointDown(
+                f"the load test's probe failed, so nothing was sent: {note}. Start the server first "
+                "(e.g. gpuplace deploy PLAN --target local --port 8000), check --endpoint, or pass "
+                "--no-warmup to send the load anyway and count the failures"
+            )
         in_flight: set[asyncio.Task[RequestResult]] = set()
 
         def done(task: asyncio.Task[RequestResult]) -> None:
@@ -216,10 +233,12 @@ def run_load(
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
 
+    started_at_s = time.time()  # the wall clock, for the run's span in MLflow (durations use perf_counter)
     records, duration, interrupted = asyncio.run(main())
     report = summarize(
         records, duration_s=duration, slo=options.slo, interrupted=interrupted, workload=workload or {}
     )
+    report = replace(report, started_at_s=started_at_s, finished_at_s=time.time())
     return RunResult(tuple(records), report, tuple(endpoint.notes))
 
 

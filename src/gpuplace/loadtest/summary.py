@@ -5,10 +5,11 @@ lines, and the scalar metrics KFP and MLflow log. Milliseconds live here and onl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport
-from gpuplace.units import ms
+from gpuplace.units import ms, to_ms
 
 
 def format_table(report: LatencyReport) -> str:
@@ -39,16 +40,16 @@ def format_table(report: LatencyReport) -> str:
     return "\n".join(lines)
 
 
-def format_prediction(prediction: Mapping[str, Mapping[str, float]]) -> str:
+def format_prediction(prediction: PredictedVsMeasured) -> str:
     return "\n".join(
         f"{key.removesuffix('_s').replace('_', ' ')}: predicted {ms(v['predicted_s'])} ms, "
         f"measured {ms(v['measured_s'])} ms ({v['error']:+.1%})"
-        for key, v in prediction.items()
+        for key, v in prediction.rows().items()
     )
 
 
 def format_markdown(
-    report: LatencyReport, prediction: Mapping[str, Mapping[str, float]] = {}, notes: Sequence[str] = ()
+    report: LatencyReport, prediction: PredictedVsMeasured | None = None, notes: Sequence[str] = ()
 ) -> str:
     rows = "\n".join(
         f"| {name} | {ms(d.mean)} | {ms(d.p50)} | {ms(d.p90)} | {ms(d.p99)} | {d.count} |"
@@ -75,7 +76,7 @@ def format_markdown(
             f"**{'met' if report.slo_met else 'missed'}**, goodput {report.goodput_rps:.2f} req/s, "
             f"attainment {report.slo_attainment:.1%}.\n"
         )
-    if prediction:
+    if prediction is not None and prediction.rows():
         text += (
             "\nPredicted vs measured:\n\n"
             + "\n".join(f"- {line}" for line in format_prediction(prediction).splitlines())
@@ -86,9 +87,7 @@ def format_markdown(
     return text
 
 
-def report_metrics(
-    report: LatencyReport, prediction: Mapping[str, Mapping[str, float]] = {}
-) -> dict[str, float]:
+def report_metrics(report: LatencyReport, prediction: PredictedVsMeasured | None = None) -> dict[str, float]:
     """Scalar metrics for KFP/MLflow: latencies in ms, throughputs, counts; NaN-free."""
     out: dict[str, float] = {
         "requests": float(report.requests),
@@ -104,7 +103,7 @@ def report_metrics(
     for name in ("ttft", "tpot", "itl", "e2e"):
         d = getattr(report, name)
         for stat in ("mean", "p50", "p90", "p99"):
-            out[f"{name}_{stat}_ms"] = getattr(d, stat) * 1000
-    for key, v in prediction.items():
+            out[f"{name}_{stat}_ms"] = to_ms(getattr(d, stat))
+    for key, v in (prediction.rows() if prediction is not None else {}).items():
         out[f"{key.removesuffix('_s')}_prediction_error"] = v["error"]
     return {k: v for k, v in out.items() if math.isfinite(v)}

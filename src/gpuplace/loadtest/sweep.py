@@ -13,8 +13,8 @@ from pathlib import Path
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.config import LoadTestConfig
 from gpuplace.loadtest.io import write_outputs
-from gpuplace.loadtest.metrics import prediction_error
 from gpuplace.loadtest.run import Target
+from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport
 from gpuplace.workload import check_rate
 
@@ -57,7 +57,7 @@ def run_sweep_step(
             show_progress=show_progress,
             label=label,
         )
-        prediction = prediction_error(result.report, config.predicted) if config.predicted else {}
+        prediction = PredictedVsMeasured.of(config.predicted, result.report) if config.predicted else None
         write_outputs(out / label, result.records, result.report, prediction, result.endpoint_notes)
         reports.append((label, result.report))
     sweep = {label: report.to_json_dict() for label, report in reports}
@@ -95,7 +95,7 @@ def run_knee_step(
             show_progress=show_progress,
             label=label,
         )
-        write_outputs(out / label, result.records, result.report, {}, result.endpoint_notes)
+        write_outputs(out / label, result.records, result.report, None, result.endpoint_notes)
         report: LatencyReport = result.report
         return report
 

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplace import dra
 from gpuplace.errors import InvalidInput
 from gpuplace.labels import (
     APP,
@@ -34,9 +33,9 @@ from gpuplace.labels import (
 from gpuplace.serving.runtime import vllm_args
 from gpuplace.types import Inventory, Node
 from gpuplace.types.plan import PlacementPlan
-from gpuplace.types.serving import ServingSpec
+from gpuplace.types.serving import VLLM_VERSION, ServingSpec
 
-VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"  # the release whose defaults the plan records
 PORT = 8000
 CACHE_DIR = "/cache"
 
@@ -64,16 +63,6 @@ class ServingOptions:
         if not self.image or any(c.isspace() for c in self.image):
             raise InvalidInput("image", self.image, "is not an image reference", f"e.g. {VLLM_IMAGE}")
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> ServingOptions:
-        """From the edges' names (``gpuplace plan`` flags, ``plan_placement`` parameters); "" = default."""
-        return cls(
-            image=str(params.get("image") or VLLM_IMAGE),
-            model_path=str(params.get("model_path") or ""),
-            numa_align=bool(params.get("numa_align")),
-            priority_class=str(params.get("priority_class") or ""),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class ManifestSet:
@@ -81,6 +70,7 @@ class ManifestSet:
 
     apply: Mapping[str, tuple[Mapping[str, Any], ...]]
     alternatives: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    left_out: Mapping[str, str] = field(default_factory=dict)  # form → why it cannot express the plan
 
     def objects(self) -> tuple[Mapping[str, Any], ...]:
         return tuple(o for name in sorted(self.apply) for o in self.apply[name])
@@ -364,74 +354,6 @@ def pod_disruption_budget(plan: PlacementPlan) -> dict[str, Any]:
     }
 
 
-def _product_name(plan: PlacementPlan, inventory: Inventory) -> str:
-    for node in _planned_nodes(plan, inventory):
-        for g in node.gpus:
-            if g.gpu == plan.chosen.gpu:
-                return dra.product_name(g)
-    return plan.chosen.gpu
-
-
-# The claim constraint that keeps a replica's GPUs as local as the plan assumed, per interconnect tier:
-# one NVLink domain, one PCIe root, or one NUMA node (attribute names as published: gpuplace.dra).
-_LOCALITY_ATTRIBUTE = {
-    "nvlink": dra.NVLINK_DOMAIN,
-    "pcie-switch": dra.PCIE_ROOT,
-    "numa": dra.NUMA_NODE,
-}
-
-
-def claim_locality(plan: PlacementPlan) -> str:
-    """The attribute every replica's GPUs must share (``matchAttribute``), or "" for none.
-
-    One template serves every replica, so the tier must hold for all of them: the planner's tier when
-    the placements share it, else one NUMA node when every planned set sits on one, else no constraint.
-    """
-    if plan.chosen.gpus_per_replica < 2 or not plan.placements:
-        return ""
-    tiers = {p.interconnect for p in plan.placements}
-    if len(tiers) == 1 and (tier := tiers.pop()) in _LOCALITY_ATTRIBUTE:
-        return _LOCALITY_ATTRIBUTE[tier]
-    if all(p.numa_node is not None for p in plan.placements):
-        return dra.NUMA_NODE
-    return ""
-
-
-def resource_claim_template(
-    plan: PlacementPlan, inventory: Inventory, options: ServingOptions
-) -> dict[str, Any]:
-    """A DRA claim template: the replica's GPUs (or MIG slice) by CEL selector on the attributes NVIDIA's
-    DRA driver publishes, kept on one NVLink domain, PCIe root or NUMA node as the plan assumed."""
-    chosen = plan.chosen
-    if chosen.kind == "mig":
-        cls, cel = (
-            options.mig_device_class,
-            f'{dra.cel_attribute(dra.PROFILE)} == "{chosen.mig_profile}"',
-        )
-    else:
-        cls = options.dra_device_class
-        cel = f'{dra.cel_attribute(dra.PRODUCT_NAME)} == "{_product_name(plan, inventory)}"'
-    request: dict[str, Any] = {
-        "name": "gpus",
-        "exactly": {
-            "deviceClassName": cls,
-            "allocationMode": "ExactCount",
-            "count": chosen.gpus_per_replica,
-            "selectors": [{"cel": {"expression": cel}}],
-        },
-    }
-    spec: dict[str, Any] = {"devices": {"requests": [request]}}
-    locality = claim_locality(plan)
-    if locality:
-        spec["devices"]["constraints"] = [{"requests": ["gpus"], "matchAttribute": locality}]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": _meta(plan, f"{plan.deployment_name}-gpus"),
-        "spec": {"metadata": {"labels": _labels(plan)}, "spec": spec},
-    }
-
-
 def inference_service(plan: PlacementPlan, inventory: Inventory, options: ServingOptions) -> dict[str, Any]:
     """A KServe InferenceService running the same container with the same placement."""
     pod = _pod_spec(plan, inventory, options)
@@ -454,24 +376,6 @@ def inference_service(plan: PlacementPlan, inventory: Inventory, options: Servin
         | {"annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
         "spec": {"predictor": predictor},
     }
-
-
-def build_manifests(
-    plan: PlacementPlan, inventory: Inventory, options: ServingOptions | None = None
-) -> ManifestSet:
-    options = options or ServingOptions()
-    dra_deployment = deployment(plan, inventory, options, dra=True)
-    return ManifestSet(
-        apply={
-            "10-deployment.yaml": (deployment(plan, inventory, options),),
-            "20-service.yaml": (service(plan),),
-            "30-pdb.yaml": (pod_disruption_budget(plan),),
-        },
-        alternatives={
-            "dra.yaml": (resource_claim_template(plan, inventory, options), dra_deployment),
-            "kserve.yaml": (inference_service(plan, inventory, options),),
-        },
-    )
 
 
 def kfp_fragments(plan: PlacementPlan, inventory: Inventory) -> dict[str, Any]:

@@ -7,6 +7,7 @@ package's plain YAML data; what stands in for the backend (ML Metadata's upstrea
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -80,10 +81,15 @@ class Resolver:
     task outputs, runtime constants with placeholders."""
 
     def __init__(
-        self, spec: Mapping[str, Any], arguments: Mapping[str, Any], outputs: Mapping[str, Mapping[str, Any]]
+        self,
+        spec: Mapping[str, Any],
+        arguments: Mapping[str, Any],
+        outputs: Mapping[str, Mapping[str, Any]],
+        iteration: int = 0,
     ):
         self.spec = spec
         self.outputs = outputs
+        self.iteration = iteration  # which item of every enclosing ParallelFor loop the task runs for
         root_defs = (spec.get("root") or {}).get("inputDefinitions") or {}
         unknown = sorted(set(arguments) - set(root_defs.get("parameters") or {}))
         if unknown:
@@ -95,7 +101,29 @@ class Resolver:
         for dag_task in chain:
             comp = (self.spec.get("components") or {})[dag_task["componentRef"]["name"]]
             scope = {**defaults(comp.get("inputDefinitions") or {}), **self.inputs(dag_task, scope)}
+            iterator = dag_task.get("parameterIterator")
+            if iterator:  # a ParallelFor: the driver gives each iteration's DAG one item of the list
+                scope[iterator["itemInput"]] = self.loop_item(iterator, scope, dag_task)
         return scope
+
+    def loop_item(
+        self, iterator: Mapping[str, Any], scope: Mapping[str, Any], dag_task: Mapping[str, Any]
+    ) -> Any:
+        source = iterator.get("items") or {}
+        where = f"loop {(dag_task.get('taskInfo') or {}).get('name', '')}"
+        items = scope.get(source["inputParameter"]) if "inputParameter" in source else source.get("raw")
+        if isinstance(items, str):
+            try:
+                items = json.loads(items)
+            except ValueError as e:
+                raise InvalidInput(where, items, f"is not a JSON list of loop items ({e})") from e
+        if not isinstance(items, list):
+            raise InvalidInput(where, items, "is not a list of loop items")
+        if not 0 <= self.iteration < len(items):
+            raise InvalidInput(
+                "iteration", self.iteration, f"is not an iteration of {where} ({len(items)} items)"
+            )
+        return items[self.iteration]
 
     def value(self, param: Mapping[str, Any], scope: Mapping[str, Any], where: str) -> Any:
         if "componentInputParameter" in param:

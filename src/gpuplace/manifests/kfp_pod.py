@@ -345,11 +345,14 @@ def kfp_task_pod(
     launcher_image: str = LAUNCHER_IMAGE,
     service_account: str = "",
     platform: Mapping[str, Any] | None = None,
+    iteration: int = 0,
 ) -> KfpTaskPod:
     """The Pod KFP would run for ``task`` of the compiled pipeline ``package`` (a path, or the pipeline
     spec as a mapping with ``platform`` beside it), given the run's ``arguments`` and what upstream tasks
     output (``task_outputs[producer][output]``: e.g. the plan's node affinity, tolerations, node selector,
-    accelerator type and count). See the module docstring for what is real and what stands in."""
+    accelerator type and count; a loop's items, e.g. ``task_outputs["repeat-runs"]["Output"]``). Inside a
+    ParallelFor, ``iteration`` picks the item the task runs for, as the driver gives each iteration one.
+    See the module docstring for what is real and what stands in."""
     if isinstance(package, (str, Path)):
         spec, platform_doc = load_package(package)
     else:
@@ -362,7 +365,7 @@ def kfp_task_pod(
     container = executor.get("container")
     if not container:
         raise InvalidInput("task", task, "is not a container task (a DAG, an importer or a resolver)")
-    resolver = Resolver(spec, arguments or {}, task_outputs or {})
+    resolver = Resolver(spec, arguments or {}, task_outputs or {}, iteration)
     scope = resolver.scope_of(chain)
     parameters = {**defaults(component.get("inputDefinitions") or {}), **resolver.inputs(task_spec, scope)}
     warnings: list[str] = []

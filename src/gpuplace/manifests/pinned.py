@@ -21,7 +21,7 @@ from typing import Any
 from gpuplace import dra
 from gpuplace.errors import InvalidInput
 from gpuplace.labels import HOSTNAME, REPLICA_LABEL
-from gpuplace.manifests.builders import _LOCALITY_ATTRIBUTE
+from gpuplace.manifests.dra_claims import LOCALITY_ATTRIBUTE, sharing_config
 from gpuplace.types.plan import PlacementPlan
 
 CLAIM_NAME = "gpus"  # the claim's name inside the pod
@@ -45,7 +45,8 @@ def _uuid_selector(uuids: Sequence[str]) -> str:
 def resource_claim(
     plan: PlacementPlan, replica: int, uuids: Sequence[str], *, kind: str, labels: Mapping[str, str]
 ) -> dict[str, Any]:
-    """A claim for exactly the devices ``uuids`` (all of one ``kind``: "gpu" or "mig")."""
+    """A claim for exactly the devices ``uuids`` (all of one ``kind``: "gpu" or "mig"); for a shared plan
+    with the driver's sharing config at the planned share (the replicas on that GPU all reference it)."""
     cls = dra.MIG_CLASS if kind == "mig" else dra.GPU_CLASS
     spec: dict[str, Any] = {
         "devices": {
@@ -63,10 +64,12 @@ def resource_claim(
         }
     }
     placement = next(p for p in plan.placements if p.replica == replica)
-    locality = _LOCALITY_ATTRIBUTE.get(placement.interconnect, "")
+    locality = LOCALITY_ATTRIBUTE.get(placement.interconnect, "")
     if locality and len(uuids) > 1:
         # The planned set was chosen for this locality; a claim that cannot hold it should say so.
         spec["devices"]["constraints"] = [{"requests": [CLAIM_NAME], "matchAttribute": locality}]
+    if plan.chosen.kind == "shared":
+        spec["devices"]["config"] = [sharing_config(plan.chosen.share, 0.0)]
     return {
         "apiVersion": RESOURCE_API,
         "kind": "ResourceClaim",
@@ -88,9 +91,10 @@ def _without_device_plugin(resources: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def replica_deployment(
-    deployment: Mapping[str, Any], plan: PlacementPlan, replica: int, node: str
+    deployment: Mapping[str, Any], plan: PlacementPlan, replica: int, node: str, claim: str = ""
 ) -> dict[str, Any]:
-    """``deployment`` as one pod of replica ``replica`` on ``node``, its GPUs from that replica's claim."""
+    """``deployment`` as one pod of replica ``replica`` on ``node``, its GPUs from ``claim`` (default: that
+    replica's own claim)."""
     out: dict[str, Any] = copy.deepcopy(dict(deployment))
     name = replica_name(plan.deployment_name, replica)
     meta = out.setdefault("metadata", {})
@@ -115,7 +119,7 @@ def replica_deployment(
         c["resources"] = _without_device_plugin(c.get("resources") or {})
         break  # the server container; sidecars take no GPU
     pod["resourceClaims"] = [
-        {"name": CLAIM_NAME, "resourceClaimName": claim_name(plan.deployment_name, replica)}
+        {"name": CLAIM_NAME, "resourceClaimName": claim or claim_name(plan.deployment_name, replica)}
     ]
     return out
 
@@ -126,18 +130,13 @@ def pinned_dra_objects(
     published: Mapping[str, tuple[str, str]],
 ) -> list[dict[str, Any]]:
     """The objects to apply for ``--gpu-api dra``: per replica a claim for its planned devices and a
-    one-pod Deployment, then the plan's other objects (Service, PodDisruptionBudget) unchanged.
+    one-pod Deployment, then the plan's other objects (Service, PodDisruptionBudget) unchanged. The
+    replicas of a shared plan that the plan puts on one GPU reference one claim (a claim shared by pods
+    shares its device), with the driver's sharing config at the planned share.
 
     ``published`` maps a planned inventory id to the (uuid, kind) its ResourceSlice publishes; an id not
     published is an error that names it.
     """
-    if plan.chosen.kind == "shared":
-        raise InvalidInput(
-            "gpu_api",
-            "dra",
-            "a time-sliced GPU share cannot be claimed through DRA here",
-            "Deploy with --gpu-api device-plugin",
-        )
     workloads = [m for m in manifests if m.get("kind") == "Deployment"]
     if len(workloads) != 1:
         raise InvalidInput(
@@ -148,6 +147,7 @@ def pinned_dra_objects(
         ((deployment.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
     )
     out: list[dict[str, Any]] = []
+    shared: dict[tuple[str, ...], str] = {}  # a shared GPU → the claim its replicas reference
     for p in plan.placements:
         missing = [g for g in p.gpu_ids if g not in published]
         if missing:
@@ -162,7 +162,9 @@ def pinned_dra_objects(
         if len(kinds) != 1:
             raise InvalidInput("plan.placements", p.gpu_ids, "mixes whole GPUs and MIG slices", "")
         uuids = [published[g][0] for g in p.gpu_ids]
-        out.append(resource_claim(plan, p.replica, uuids, kind=kinds.pop(), labels=labels))
-        out.append(replica_deployment(deployment, plan, p.replica, p.node))
+        if plan.chosen.kind != "shared" or p.gpu_ids not in shared:
+            out.append(resource_claim(plan, p.replica, uuids, kind=kinds.pop(), labels=labels))
+            shared[p.gpu_ids] = out[-1]["metadata"]["name"]
+        out.append(replica_deployment(deployment, plan, p.replica, p.node, shared[p.gpu_ids]))
     out += [copy.deepcopy(dict(m)) for m in manifests if m.get("kind") != "Deployment"]
     return out

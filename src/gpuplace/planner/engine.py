@@ -1,14 +1,16 @@
 """Engine parameters per shape: what the serving engine would use, and the KV-cache capacity it leaves.
 
-:func:`vllm_engine_params` gives the values ``vllm serve`` (v0.11, the image the manifests run) picks
+:func:`vllm_engine_params` gives the values ``vllm serve`` (v0.33.0, the image the manifests run) picks
 by itself for a replica of a shape, each with its source, so that the serving model simulates the
-engine as it will run and the manifests can pass the same values explicitly:
+engine as it will run and the manifests can pass the same values explicitly (the referee test
+``tests/referee/test_vllm_args.py`` reads them from the installed vLLM and compares):
 
 * ``max_num_batched_tokens`` / ``max_num_seqs``: ``EngineArgs.get_batch_defaults`` in
-  ``vllm/engine/arg_utils.py`` for the OpenAI server: 8192 / 1024 on a GPU with at least 70 GiB that is
-  not an A100 (H100, H200), else 2048 / 256 (vLLM PR #17885 found larger budgets slower on A100);
-* ``block_size`` 16: ``CacheConfig.block_size`` on CUDA;
-* ``gpu_memory_utilization`` 0.9: ``CacheConfig.gpu_memory_utilization``;
+  ``vllm/engine/arg_utils.py`` for the OpenAI server: 16384 / 1024 on a GPU with at least 160 GiB
+  (B200, B300, GB200), 8192 / 1024 on one with at least 70 GiB that is not an A100 (H100, H200, RTX PRO
+  6000), else 2048 / 256 (vLLM PR #17885 found larger budgets slower on A100);
+* ``block_size`` 16: ``CacheConfig.DEFAULT_BLOCK_SIZE``;
+* ``gpu_memory_utilization`` 0.92: ``CacheConfig.gpu_memory_utilization``;
 * ``enable_chunked_prefill``: always on in the V1 engine (``_set_default_args_v1``);
 * ``num_gpu_blocks`` (:func:`kv_cache_blocks`): (device memory × gpu_memory_utilization − weights/TP −
   activation peak of a full step − runtime reserve) ÷ (block_size × KV bytes per token per GPU), the
@@ -25,14 +27,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuplace.planner.shape import RUNTIME_OVERHEAD_GIB, SERVING_DTYPE_BYTES
-from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu
+from gpuplace.planner.hardware import RUNTIME_OVERHEAD_GIB, SERVING_DTYPE_BYTES
+from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, weight_bytes
 from gpuplace.types import GpuSpec, ModelArch
 from gpuplace.types.engine import EngineParams
+from gpuplace.types.precision import BF16, Precision
+from gpuplace.types.serving import VLLM_VERSION
 
 GIB = 2**30
-VLLM_VERSION = "v0.11.0"
-VLLM_GPU_MEMORY_UTILIZATION = 0.9
+VLLM_GPU_MEMORY_UTILIZATION = 0.92
 VLLM_BLOCK_SIZE = 16
 LOGITS_BYTES = 4  # the sampler's dummy run holds fp32 logits of max_num_seqs rows
 
@@ -87,14 +90,16 @@ def kv_cache_blocks(
     max_num_batched_tokens: int,
     max_num_seqs: int,
     reserve_gib: float = RUNTIME_OVERHEAD_GIB,
+    precision: Precision = BF16,
 ) -> KvBudget:
-    """The KV-cache budget of one GPU of a replica (every GPU of a TP group holds the same blocks)."""
+    """The KV-cache budget of one GPU of a replica (every GPU of a TP group holds the same blocks), with
+    the weights and the KV cache in ``precision`` (activations stay bf16)."""
     return KvBudget(
         usable_bytes=memory_gib * GIB * gpu_memory_utilization,
-        weights_bytes=arch.num_params * SERVING_DTYPE_BYTES / tp,
+        weights_bytes=weight_bytes(arch, precision) / tp,
         activation_bytes=activation_peak_bytes(arch, tp, max_num_batched_tokens, max_num_seqs),
         reserve_bytes=reserve_gib * GIB,
-        kv_bytes_per_token=kv_bytes_per_token_per_gpu(arch, tp),
+        kv_bytes_per_token=kv_bytes_per_token_per_gpu(arch, tp, precision.kv_bytes),
         block_size=block_size,
     )
 
@@ -113,11 +118,12 @@ def _max_model_len(arch: ModelArch, capacity_tokens: int, block_size: int) -> tu
 def vllm_batch_defaults(spec: GpuSpec, memory_gib: float) -> tuple[int, int, str]:
     """``(max_num_batched_tokens, max_num_seqs, why)`` that ``vllm serve`` picks on this device."""
     # vLLM asks the device it runs on: a MIG slice reports its own memory, not its GPU's
-    big = memory_gib >= 70 and "a100" not in spec.name.lower()
-    why = f"vLLM {VLLM_VERSION} EngineArgs.get_batch_defaults (OpenAI server): " + (
-        "≥ 70 GiB and not an A100" if big else "below 70 GiB or an A100"
-    )
-    return (8192, 1024, why) if big else (2048, 256, why)
+    why = f"vLLM {VLLM_VERSION} EngineArgs.get_batch_defaults (OpenAI server): "
+    if memory_gib >= 160:
+        return 16384, 1024, why + "≥ 160 GiB"
+    if memory_gib >= 70 and "a100" not in spec.name.lower():
+        return 8192, 1024, why + "≥ 70 GiB and not an A100"
+    return 2048, 256, why + "below 70 GiB or an A100"
 
 
 def vllm_kv_budget(
@@ -127,6 +133,7 @@ def vllm_kv_budget(
     *,
     memory_gib: float | None = None,
     gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION,
+    precision: Precision = BF16,
 ) -> KvBudget:
     """The KV-cache budget of one GPU of a ``vllm serve`` replica of ``arch`` on ``tp`` × ``spec``."""
     memory = spec.memory_gib if memory_gib is None else memory_gib
@@ -139,6 +146,7 @@ def vllm_kv_budget(
         block_size=VLLM_BLOCK_SIZE,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
+        precision=precision,
     )
 
 
@@ -149,15 +157,24 @@ def vllm_engine_params(
     *,
     memory_gib: float | None = None,
     gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION,
+    precision: Precision = BF16,
 ) -> EngineParams:
-    """The engine parameters ``vllm serve`` would choose for ``arch`` on ``tp`` × ``spec``.
+    """The engine parameters ``vllm serve`` would choose for ``arch`` on ``tp`` × ``spec``, serving in
+    ``precision`` (bf16 by default; FP8 weights and KV cache shrink the weights and grow the cache).
 
     ``memory_gib`` is one GPU's memory (a MIG slice's, a share's); the GPU's own by default. A
     negative ``num_gpu_blocks`` is refused by :class:`EngineParams`: the weights do not fit.
     """
     memory = spec.memory_gib if memory_gib is None else memory_gib
     batched, seqs, why = vllm_batch_defaults(spec, memory)
-    budget = vllm_kv_budget(arch, spec, tp, memory_gib=memory, gpu_memory_utilization=gpu_memory_utilization)
+    budget = vllm_kv_budget(
+        arch,
+        spec,
+        tp,
+        memory_gib=memory,
+        gpu_memory_utilization=gpu_memory_utilization,
+        precision=precision,
+    )
     max_len, len_why = _max_model_len(arch, budget.blocks * VLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE)
     return EngineParams(
         max_num_batched_tokens=batched,
@@ -167,10 +184,11 @@ def vllm_engine_params(
         max_model_len=max_len,
         enable_chunked_prefill=True,
         num_gpu_blocks=budget.blocks,
+        precision=precision,
         sources={
             "max_num_batched_tokens": why,
             "max_num_seqs": why,
-            "block_size": f"vLLM {VLLM_VERSION} CacheConfig.block_size default on CUDA",
+            "block_size": f"vLLM {VLLM_VERSION} CacheConfig.DEFAULT_BLOCK_SIZE",
             "gpu_memory_utilization": f"vLLM {VLLM_VERSION} CacheConfig.gpu_memory_utilization default"
             + ("" if gpu_memory_utilization == VLLM_GPU_MEMORY_UTILIZATION else ", × the time-sliced share"),
             "max_model_len": len_why,

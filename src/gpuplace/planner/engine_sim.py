@@ -5,13 +5,19 @@ does (FCFS policy, ``vllm/v1/core/sched/scheduler.py``):
 
 1. running requests first, in admission order: each decode adds one token; a partially prefilled
    prompt continues with what is left of the step's token budget (``max_num_batched_tokens``);
-2. then, if nothing was preempted in this step, waiting requests in arrival order while budget is left
-   and fewer than ``max_num_seqs`` run; a prompt larger than the budget left is chunked (chunked
-   prefill), so prefills mix into decode steps;
+2. then, if nothing was preempted in this step, waiting requests in arrival order while budget is left,
+   fewer than ``max_num_seqs`` run and the KV cache has room for the whole prompt (vLLM 0.33's
+   ``scheduler_reserve_full_isl``, on by default); a prompt larger than the budget left is chunked
+   (chunked prefill), so prefills mix into decode steps;
 3. every token needs a slot in the paged KV cache (``num_gpu_blocks`` blocks of ``block_size``
-   tokens); when a running request cannot get its next block, the most recently admitted running
-   request is preempted: its blocks are freed, it goes back to the front of the waiting queue and is
-   recomputed later (prompt and the tokens it already generated), as V1 preempts by recompute.
+   tokens, one of which vLLM's block pool keeps as its null block); when a running request cannot
+   get its next block, the most recently admitted running request is preempted: its blocks are
+   freed, it goes back to the front of the waiting queue and is recomputed later (prompt and the
+   tokens it already generated), as V1 preempts by recompute (without vLLM's prefix cache, which
+   would find some of its blocks still cached: docs/serving-model.md).
+
+vLLM 0.33's own (synchronous) ``Scheduler``, driven step by step over the same streams, schedules
+what this simulation does (tests/referee/, docs/serving-model.md: async scheduling lags a step).
 
 A request's first token comes at the end of the step that completes its prompt; each later step adds
 one. An engine that has been idle starts its next step later by the model's measured wake for that
@@ -21,9 +27,9 @@ vLLM's benchmark: TTFT = first token − arrival (+ the model's per-request over
 ÷ (output tokens − 1) over requests with more than one output token; percentiles are numpy's linear
 ones over the simulated requests.
 
-Speed: between events (an arrival that can be admitted, a completion, a prefill, the KV cache nearing
-full) every step is a decode of the same sequences whose context grows by one token each, so its time
-is ``a + b·(context + n·j)``; the simulation jumps over such spans in closed form instead of stepping.
+Speed: between events (an admissible arrival, a completion, a prefill, the KV cache nearing full) every
+step decodes the same sequences, their context one token longer each, so its time is ``a + b·(context +
+n·j)``; the simulation jumps over such spans in closed form instead of stepping.
 Per-request state is updated only at its own events (a global step counter tells a decoding request
 how many tokens it has). KV blocks are counted exactly only when an upper bound says the cache could
 be full; otherwise no allocation can fail. A 2000-request simulation costs a few milliseconds
@@ -41,9 +47,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpuplace.errors import InvalidInput
-from gpuplace.planner.steptime import StepTimeModel, causal_pairs
+from gpuplace.planner.steptime import StepTimeModel, causal_pairs, decode_steps_until
 from gpuplace.types import Distribution
-from gpuplace.types.engine import EngineParams, ServingPrediction, SimulatedRequest
+from gpuplace.types.engine import EngineParams, EngineStep, ServingPrediction, SimulatedRequest
 from gpuplace.workload import RequestSpec
 
 _NEVER = math.inf
@@ -70,55 +76,21 @@ def _distribution(values: np.ndarray) -> Distribution:
 
 def _unstable(steps: int, now: float, preemptions: int, max_running: int) -> ServingPrediction:
     inf = Distribution(0, _NEVER, _NEVER, math.nan, _NEVER, _NEVER, _NEVER, _NEVER, _NEVER, _NEVER)
-    return ServingPrediction(inf, inf, inf, 0.0, math.nan, max_running, 0, preemptions, steps, now, False)
+    return ServingPrediction(
+        inf, inf, inf, 0.0, math.nan, max_running, 0, preemptions, steps, now, False, itl=inf
+    )
 
 
-def _steps_until(now: float, target: float, a: float, b: float, ctx: float, n: int) -> int:
-    """Fewest decode steps (each ``a + b·(ctx + n·j)``) after which the clock has reached ``target``."""
-    gap = target - now
-    if gap <= 0:
-        return 1
-    # k·a + b·(k·ctx + n·k(k−1)/2) ≥ gap, a quadratic in k
-    qa = b * n / 2
-    qb = a + b * ctx - qa
-    if qa <= 0:
-        k = math.ceil(gap / qb) if qb > 0 else 1
-    else:
-        k = math.ceil((-qb + math.sqrt(qb * qb + 4 * qa * gap)) / (2 * qa))
-    k = max(k, 1)
-
-    def elapsed(j: int) -> float:
-        return j * a + b * (j * ctx + n * j * (j - 1) / 2)
-
-    while k > 1 and elapsed(k - 1) >= gap:
-        k -= 1
-    while elapsed(k) < gap:
-        k += 1
-    return k
-
-
-def simulate(
+def _longest_blocks(
     requests: Sequence[RequestSpec],
     engine: EngineParams,
-    model: StepTimeModel,
-    *,
-    concurrency: int | None = None,
-    discard_head: float = 0.1,
-    discard_tail: float = 0.05,
-    abort_backlog: int | None = None,
-    keep_requests: bool = False,
-) -> ServingPrediction:
-    """Simulate ``requests`` through one replica and summarise the kept ones.
-
-    Open loop: each request arrives at its ``arrival_s``. Closed loop (``concurrency`` given, arrival
-    times ignored): ``concurrency`` requests start at 0 and each completion starts the next one, as a
-    load tester at fixed concurrency does. The first ``discard_head`` and last ``discard_tail`` shares
-    of the requests (in arrival order) are simulated but not summarised (warm-up and drain). The run
-    stops as unstable when more than ``abort_backlog`` requests wait (default: a quarter of them, or a
-    twentieth once the last one has arrived).
-    """
-    n_req = len(requests)
-    if n_req == 0:
+    concurrency: int | None,
+    discard_head: float,
+    discard_tail: float,
+) -> int:
+    """The KV blocks of the workload's longest request, once the inputs are checked: some requests to
+    keep after warm-up and drain, and every request fitting ``max_model_len`` and the KV cache alone."""
+    if not requests:
         raise InvalidInput("requests", 0, "nothing to simulate", "Give at least one request")
     if concurrency is not None and concurrency < 1:
         raise InvalidInput("concurrency", concurrency, "must be at least 1", "")
@@ -134,17 +106,97 @@ def simulate(
             "Shorten the workload's lengths or raise max_model_len",
         )
     bs = engine.block_size
-    capacity = engine.num_gpu_blocks
-    if any(-(-(r.prompt_tokens + r.output_tokens) // bs) > capacity for r in requests):
+    longest = max(-(-(r.prompt_tokens + r.output_tokens) // bs) for r in requests)
+    if longest > engine.num_gpu_blocks - 1:  # vLLM's block pool keeps one block aside (its null block)
         raise InvalidInput(
             "num_gpu_blocks",
-            capacity,
+            engine.num_gpu_blocks,
             "is too small for one request of the workload alone",
             "Use more GPU memory (a larger GPU or TP degree) or shorter requests",
         )
+    return longest
+
+
+def _latencies(
+    arrival: Sequence[float], first: Sequence[float], finish: Sequence[float], out: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[float, float]]:
+    """TTFT, TPOT (requests of more than one output token) and e2e of the kept requests, as vLLM's
+    benchmark defines them, and the window from the first kept arrival to the last kept finish."""
+    arr = np.asarray(arrival, dtype=float)
+    fst = np.asarray(first, dtype=float)
+    fin = np.asarray(finish, dtype=float)
+    outs = np.asarray(out, dtype=float)
+    multi = outs > 1
+    tpot = (fin[multi] - fst[multi]) / (outs[multi] - 1)
+    window = (float(np.nanmin(arr)), float(np.nanmax(fin))) if arr.size else (math.inf, -math.inf)
+    return fst - arr, tpot, fin - arr, window
+
+
+def _arrivals(
+    requests: Sequence[RequestSpec], concurrency: int | None
+) -> tuple[list[float], list[int], list[int], int]:
+    """Arrivals, prompt and output lengths in the engine's order, and how many are released at 0: open
+    loop, all, by arrival; closed loop, the first ``concurrency`` (the others NaN until released)."""
+    n_req = len(requests)
+    prompt = [r.prompt_tokens for r in requests]
+    out = [r.output_tokens for r in requests]
+    if concurrency is not None:
+        released = max(0, min(concurrency, n_req))
+        return [0.0] * released + [math.nan] * (n_req - released), prompt, out, released
+    arrival = [r.arrival_s for r in requests]
+    if any(not math.isfinite(a) for a in arrival):
+        raise InvalidInput("requests", "arrival_s", "has NaN: a closed-loop workload", "Pass concurrency=")
+    order = sorted(range(n_req), key=arrival.__getitem__)
+    if order != list(range(n_req)):
+        prompt = [prompt[i] for i in order]
+        out = [out[i] for i in order]
+        arrival = [arrival[i] for i in order]
+    return arrival, prompt, out, n_req
+
+
+def _itl(
+    ends: Sequence[float], durations: Sequence[float], weights: Sequence[float], lo: float, hi: float
+) -> Distribution:
+    """The ITL of the steps that ended in the kept window [lo, hi], weighted by the decodes each served."""
+    return Distribution.weighted(
+        (dt, w) for end, dt, w in zip(ends, durations, weights, strict=True) if lo <= end <= hi
+    )
+
+
+def simulate(
+    requests: Sequence[RequestSpec],
+    engine: EngineParams,
+    model: StepTimeModel,
+    *,
+    concurrency: int | None = None,
+    discard_head: float = 0.1,
+    discard_tail: float = 0.05,
+    abort_backlog: int | None = None,
+    keep_requests: bool = False,
+    trace: bool = False,
+) -> ServingPrediction:
+    """Simulate ``requests`` through one replica and summarise the kept ones.
+
+    Open loop: each request arrives at its ``arrival_s``. Closed loop (``concurrency`` given, arrival
+    times ignored): ``concurrency`` requests start at 0 and each completion starts the next one, as a
+    load tester at fixed concurrency does. The first ``discard_head`` and last ``discard_tail`` shares
+    of the requests (in arrival order) are simulated but not summarised (warm-up and drain). The run
+    stops as unstable when more than ``abort_backlog`` requests wait (default: a quarter of them, or a
+    twentieth once the last one has arrived; never in a closed loop, whose queue its users bound).
+    ``trace`` records every step's schedule (:class:`~gpuplace.types.engine.EngineStep`; decode-only
+    spans are then stepped one by one), which the vLLM referee compares with vLLM's own scheduler
+    (tests/referee/).
+    """
+    longest = _longest_blocks(requests, engine, concurrency, discard_head, discard_tail)
+    n_req = len(requests)
+    bs = engine.block_size
+    capacity = engine.num_gpu_blocks - 1  # vLLM's block pool keeps one block aside (its null block)
     budget = engine.max_num_batched_tokens
     max_seqs = engine.max_num_seqs
     backlog_limit = abort_backlog if abort_backlog is not None else max(64, n_req // 4)
+    if concurrency is not None and abort_backlog is None:
+        # a closed loop's queue is bounded by its users: it cannot run away, however many wait at once
+        backlog_limit = n_req
     end_backlog_limit = abort_backlog if abort_backlog is not None else max(32, n_req // 20)
     checked_end = concurrency is not None
     overhead = model.request_overhead_s
@@ -156,25 +208,7 @@ def simulate(
     pending_work = 0.0  # request work done between the last step and the next
 
     closed = concurrency is not None
-    prompt = [r.prompt_tokens for r in requests]
-    out = [r.output_tokens for r in requests]
-    if closed:
-        arrival = [math.nan] * n_req
-        for i in range(min(concurrency or 0, n_req)):
-            arrival[i] = 0.0
-        released = min(concurrency or 0, n_req)
-    else:
-        arrival = [r.arrival_s for r in requests]
-        if any(not math.isfinite(a) for a in arrival):
-            raise InvalidInput(
-                "requests", "arrival_s", "has NaN: a closed-loop workload", "Pass concurrency="
-            )
-        order = sorted(range(n_req), key=arrival.__getitem__)
-        if order != list(range(n_req)):
-            prompt = [prompt[i] for i in order]
-            out = [out[i] for i in order]
-            arrival = [arrival[i] for i in order]
-        released = n_req
+    arrival, prompt, out, released = _arrivals(requests, concurrency)
 
     # per-request state
     need = list(prompt)  # tokens to compute before the next sample (prompt, or prompt+generated on recompute)
@@ -198,10 +232,16 @@ def simulate(
     now = 0.0
     next_arrival = 0
     busy_running = 0.0  # ∫ running dt
+    # ITL: (end time, duration, decodes) of the steps; a span of decode-only steps adds a few points
+    itl_end: list[float] = []
+    itl_dt: list[float] = []
+    itl_n: list[float] = []
     max_running = 0
     peak_blocks = 0
     preemptions = 0
     exact = False  # blocks counted per request (entered when the upper bound nears capacity)
+    steps_log: list[EngineStep] = []
+    victims: list[int] = []  # preempted while the current step is scheduled
 
     def complete(i: int) -> None:
         """``i`` sampled its last token in the step that just ended; closed loop: the next starts."""
@@ -260,6 +300,7 @@ def simulate(
         held[i] = 0
         preempted[i] += 1
         preemptions += 1
+        victims.append(i)
         waiting.appendleft(i)
 
     while True:
@@ -291,9 +332,11 @@ def simulate(
             continue
         can_admit = bool(waiting) and len(running) < max_seqs
         # Blocks in use after the next step cannot exceed this: every token it can add, plus one
-        # partly filled block per request that can be running then.
+        # partly filled block per request that can be running then; an admission needs room for
+        # a whole request besides (vLLM checks that its whole prompt fits).
         admissible = min(len(waiting), max_seqs - len(running)) if can_admit else 0
         upper_blocks = (ctx + prefill_held + budget) // bs + len(running) + admissible + 1
+        upper_blocks += longest if can_admit else 0
         if not exact and upper_blocks > capacity:
             exact = True
             for i in running:
@@ -301,17 +344,23 @@ def simulate(
         elif exact and upper_blocks <= capacity:
             exact = False
 
-        if partial < 0 and not can_admit and not exact and n:
+        if partial < 0 and not can_admit and not exact and n and not trace:
             # A span of decode-only steps: jump to the next event.
             a = decode_a.get(n)
             if a is None:
                 a = decode_a[n] = step_s(n, n, n, decodes=n)
             k = heap[0][0] - step if heap else 1
             if not closed and next_arrival < n_req and len(running) < max_seqs:
-                k = min(k, _steps_until(now, arrival[next_arrival], a, kv_b, ctx, n))
+                k = min(k, decode_steps_until(now, arrival[next_arrival], a, kv_b, ctx, n))
             room = (capacity - len(running) - 1) * bs - ctx
             k = max(1, min(k, room // n))
             dt = k * a + kv_b * (k * ctx + n * k * (k - 1) / 2) + pending_work
+            points = min(k, 4)
+            for m in range(points):
+                j = (m + 0.5) * k / points
+                itl_end.append(now + dt * (m + 1) / points)
+                itl_dt.append(a + kv_b * (ctx + n * j) + (pending_work if m == 0 else 0.0))
+                itl_n.append(n * k / points)
             pending_work = 0.0
             now += dt
             busy_running += len(running) * dt
@@ -358,7 +407,7 @@ def simulate(
                     i = waiting[0]
                     tokens = min(need[i], left)
                     want = -(-tokens // bs)
-                    if want > free:
+                    if -(-need[i] // bs) > free:  # vLLM 0.33 scheduler_reserve_full_isl: all of it
                         break
                     waiting.popleft()
                     running[i] = None
@@ -381,6 +430,10 @@ def simulate(
                 left -= tokens
         if not chunks and n == 0:
             raise AssertionError("the simulated engine scheduled nothing with work waiting")
+        if trace:
+            decodes = tuple(i for i in running if i in decoding)
+            steps_log.append(EngineStep(now, decodes, tuple(c for c in chunks if c[1] > 0), tuple(victims)))
+        victims.clear()
         prefill_tokens = 0
         pairs = 0.0
         samples = n
@@ -394,6 +447,10 @@ def simulate(
                 done.append(i)
         dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs, n) + pending_work
         pending_work = 0.0
+        if n:
+            itl_end.append(now + dt)
+            itl_dt.append(dt)
+            itl_n.append(n)
         now += dt
         max_running = max(max_running, len(running))
         busy_running += len(running) * dt
@@ -413,17 +470,10 @@ def simulate(
             computed[i] = 0
             enter_decode(i)
 
-    # summarise
-    keep_lo = int(n_req * discard_head)
-    keep_hi = n_req - int(n_req * discard_tail)
-    arr = np.asarray(arrival[keep_lo:keep_hi], dtype=float)
-    fst = np.asarray(first[keep_lo:keep_hi], dtype=float)
-    fin = np.asarray(finish[keep_lo:keep_hi], dtype=float)
-    outs = np.asarray(out[keep_lo:keep_hi], dtype=float)
-    ttft = fst - arr
-    e2e = fin - arr
-    multi = outs > 1
-    tpot = (fin[multi] - fst[multi]) / (outs[multi] - 1)
+    kept_slice = slice(int(n_req * discard_head), n_req - int(n_req * discard_tail))
+    ttft, tpot, e2e, (lo, hi) = _latencies(
+        arrival[kept_slice], first[kept_slice], finish[kept_slice], out[kept_slice]
+    )
     t0 = min(arrival) if not closed else 0.0
     span = max(finish) - t0 if n_req else 0.0
     kept: tuple[SimulatedRequest, ...] = ()
@@ -436,6 +486,7 @@ def simulate(
         ttft=_distribution(ttft),
         tpot=_distribution(tpot),
         e2e=_distribution(e2e),
+        itl=_itl(itl_end, itl_dt, itl_n, lo, hi),
         throughput_rps=n_req / span if span > 0 else math.inf,
         mean_running=busy_running / now if now > 0 else 0.0,
         max_running=max_running,
@@ -445,4 +496,5 @@ def simulate(
         simulated_s=now,
         stable=True,
         requests=kept,
+        trace=tuple(steps_log),
     )

@@ -1,6 +1,6 @@
 """Pricing a shape with the serving model, and its verdict against the SLO.
 
-For each shape (:class:`~gpuplace.planner.shapes.ShapeSpec`) :class:`ServingModels` builds, once, what
+For each shape (:class:`~gpuplace.planner.offers.OfferedShape`) :class:`ServingModels` builds, once, what
 docs/serving-model.md describes: the engine parameters ``vllm serve`` would run it with
 (:func:`~gpuplace.planner.engine.vllm_engine_params`; weights that do not fit are a rejection), the
 efficiencies (:func:`~gpuplace.planner.steptime.choose_efficiencies`: a profile of the same GPU model,
@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.engine import GIB, VLLM_GPU_MEMORY_UTILIZATION, vllm_engine_params, vllm_kv_budget
+from gpuplace.planner.offers import OfferedShape
 from gpuplace.planner.placement import fit_score
 from gpuplace.planner.replica import ReplicaModel, TrafficShape
 from gpuplace.planner.request import PlanRequest
-from gpuplace.planner.shapes import ShapeSpec
 from gpuplace.planner.steptime import (
     StepTimeModel,
     choose_efficiencies,
@@ -33,6 +33,7 @@ from gpuplace.planner.steptime import (
 from gpuplace.types import LatencyProfile, ModelArch
 from gpuplace.types.engine import EngineParams, ServingPrediction
 from gpuplace.types.plan import Candidate, Prediction, Slo
+from gpuplace.units import to_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +53,18 @@ def memory_used_gib(
     return usable_gib - free_blocks * kv_bytes_per_block / GIB
 
 
-def ratios(pred: ServingPrediction, slo: Slo, memory_ratio: float) -> tuple[float, float, float]:
-    """Predicted over target p99 TPOT and p99 TTFT, and the memory ratio (∞ when the replica is unstable).
+def ratios(
+    pred: ServingPrediction, slo: Slo, memory_ratio: float, margin: tuple[float, float] = (1.0, 1.0)
+) -> tuple[float, float, float]:
+    """Predicted over target p99 TPOT and p99 TTFT, and the memory ratio (∞ when the replica is unstable);
+    ``margin`` multiplies the predicted (TTFT, TPOT) first (``--margin band``: the band's slow edge).
 
     A stream of one-token outputs has no TPOT: its ratio is 0, as a load test counts it."""
     if not pred.stable:
         return math.inf, math.inf, memory_ratio
-    tpot = pred.tpot.p99 / slo.bound("tpot_p99_s") if math.isfinite(pred.tpot.p99) else 0.0
-    return tpot, pred.ttft.p99 / slo.bound("ttft_p99_s"), memory_ratio
+    ttft_k, tpot_k = margin
+    tpot = tpot_k * pred.tpot.p99 / slo.bound("tpot_p99_s") if math.isfinite(pred.tpot.p99) else 0.0
+    return tpot, ttft_k * pred.ttft.p99 / slo.bound("ttft_p99_s"), memory_ratio
 
 
 def meets_slo(lat: float, ttft: float, mem: float, locality: str, fit_threshold: float) -> bool:
@@ -77,7 +82,15 @@ def rejection_reasons(
     locality: str,
     replicas: int,
     fit_threshold: float,
+    margin: tuple[float, float] = (1.0, 1.0),
 ) -> list[str]:
+    """Why a prediction misses the SLO; under a margin (``--margin band``) the judged figure is the
+    prediction × the band's slow edge, and the reason shows both."""
+
+    def judged(value_s: float, k: float, digits: int) -> str:
+        shown = f"{to_ms(value_s):.{digits}f} ms"
+        return shown if k == 1.0 else f"{shown} × {k:.2f} (band edge) = {to_ms(value_s * k):.{digits}f} ms"
+
     reasons = []
     if not pred.stable:
         reasons.append(
@@ -86,9 +99,13 @@ def rejection_reasons(
     if mem > 1:
         reasons.append(f"the load needs {mem:.0%} of the KV cache")
     if pred.stable and lat > 1:
-        reasons.append(f"p99 TPOT {pred.tpot.p99 * 1e3:.1f} ms > {slo.bound('tpot_p99_s') * 1e3:g} ms")
+        reasons.append(
+            f"p99 TPOT {judged(pred.tpot.p99, margin[1], 1)} > {to_ms(slo.bound('tpot_p99_s')):g} ms"
+        )
     if pred.stable and ttft > 1:
-        reasons.append(f"p99 TTFT {pred.ttft.p99 * 1e3:.0f} ms > {slo.bound('ttft_p99_s') * 1e3:g} ms")
+        reasons.append(
+            f"p99 TTFT {judged(pred.ttft.p99, margin[0], 0)} > {to_ms(slo.bound('ttft_p99_s')):g} ms"
+        )
     if not reasons:
         best_fit = fit_score(max(lat, ttft), mem, locality, 0.0, 1.0)
         reasons.append(
@@ -105,7 +122,7 @@ def planned_traffic(request: PlanRequest) -> TrafficShape:
             "trace",
             request.traffic.trace,
             "its rows' lengths were not given to the planner",
-            "Read the trace at the edge (gpuplace.planner.step.trace_lengths) into trace_lengths",
+            "Read the trace at the edge (gpuplace.steps.plan.trace_lengths) into trace_lengths",
         )
     return TrafficShape.of(request.traffic, request.trace_lengths, requests=request.simulated_requests)
 
@@ -137,7 +154,7 @@ class ServingModels:
     def simulations(self) -> int:
         return sum(r.simulations for r in self._replicas.values())
 
-    def engine(self, shape: ShapeSpec) -> EngineParams | Unservable:
+    def engine(self, shape: OfferedShape) -> EngineParams | Unservable:
         """``vllm serve``'s parameters for one replica of ``shape``, or why the shape cannot serve."""
         hit = self._engines.get(shape.key)
         if hit is None:
@@ -145,16 +162,21 @@ class ServingModels:
             self._engines[shape.key] = hit
         return hit
 
-    def _engine(self, shape: ShapeSpec) -> EngineParams | Unservable:
+    def _engine(self, shape: OfferedShape) -> EngineParams | Unservable:
         spec, tp = shape.spec, shape.tp
-        memory = shape.shape().memory_gib or spec.memory_gib
-        util = VLLM_GPU_MEMORY_UTILIZATION
-        if shape.kind == "shared":  # a time-sliced GPU's memory is shared with its other tenants
-            util = float(f"{VLLM_GPU_MEMORY_UTILIZATION * shape.share:.3g}")
+        precision = self.request.precision
+        refusal = precision.unsupported_on(spec)
+        if refusal:
+            return Unservable(refusal, math.inf)
+        memory, util = shape.engine_memory(VLLM_GPU_MEMORY_UTILIZATION)
         try:
-            engine = vllm_engine_params(self.arch, spec, tp, memory_gib=memory, gpu_memory_utilization=util)
+            engine = vllm_engine_params(
+                self.arch, spec, tp, memory_gib=memory, gpu_memory_utilization=util, precision=precision
+            )
         except InvalidInput:
-            budget = vllm_kv_budget(self.arch, spec, tp, memory_gib=memory, gpu_memory_utilization=util)
+            budget = vllm_kv_budget(
+                self.arch, spec, tp, memory_gib=memory, gpu_memory_utilization=util, precision=precision
+            )
             held = budget.weights_bytes + budget.activation_bytes + budget.reserve_bytes
             return Unservable(
                 f"weights do not fit: {budget.weights_bytes / GIB:.1f} GiB per GPU at TP={tp} "
@@ -171,12 +193,30 @@ class ServingModels:
             )
         return engine
 
-    def step_model(self, shape: ShapeSpec, link: str) -> StepTimeModel:
-        eff, notes = choose_efficiencies(self.arch, shape.shape(link), self.efficiency, self.profile)
-        self._notes.update(dict.fromkeys(notes))
-        return roofline_step_model(self.arch, shape.shape(link), eff)
+    def margin(self, shape: OfferedShape) -> tuple[float, float]:
+        """(TTFT, TPOT) factors the SLO is judged on: the error band's slow edge of the GPU's class under
+        ``--margin band`` (none where the band has no rows for it, with a note), else 1."""
+        if self.request.margin != "band":
+            return 1.0, 1.0
+        factors = self.request.latency_margin.get(shape.spec.architecture)
+        if factors is None:
+            self._notes[f"--margin band: no band for {shape.spec.architecture}; sized on the prediction"] = (
+                None
+            )
+            return 1.0, 1.0
+        note = (
+            f"--margin band: {shape.spec.architecture} GPUs judged at TTFT × {factors[0]:.2f}, TPOT × "
+            f"{factors[1]:.2f} of the prediction (the error band's slow edge, docs/benchmarks/published.md)"
+        )
+        self._notes[note] = None
+        return factors
 
-    def replica(self, shape: ShapeSpec, link: str | None = None) -> ReplicaModel:
+    def step_model(self, shape: OfferedShape, link: str) -> StepTimeModel:
+        eff, notes = choose_efficiencies(self.arch, shape.hardware(link), self.efficiency, self.profile)
+        self._notes.update(dict.fromkeys(notes))
+        return roofline_step_model(self.arch, shape.hardware(link), eff, self.request.precision)
+
+    def replica(self, shape: OfferedShape, link: str | None = None) -> ReplicaModel:
         """The cached replica model of ``shape`` over ``link`` (its own best tier by default)."""
         link = link or shape.link
         key = (*shape.key, link)
@@ -189,34 +229,36 @@ class ServingModels:
             self._replicas[key] = hit
         return hit
 
-    def _memory(self, shape: ShapeSpec, pred: ServingPrediction) -> tuple[float, float]:
+    def _memory(self, shape: OfferedShape, pred: ServingPrediction) -> tuple[float, float]:
         """(GiB one GPU holds at this load, the share of the KV cache the load needs).
 
         vLLM takes its share of the device memory up front; what can run out is the KV cache, so the
         memory criterion is the KV cache's peak use (an unstable replica fills it)."""
         engine = self.engine(shape)
         assert isinstance(engine, EngineParams)
-        memory = shape.shape().memory_gib or shape.spec.memory_gib
+        memory = shape.hardware().memory_gib or shape.spec.memory_gib
         usable = memory * engine.gpu_memory_utilization
-        per_block = engine.block_size * kv_bytes_per_token_per_gpu(self.arch, shape.tp)
+        per_block = engine.block_size * kv_bytes_per_token_per_gpu(
+            self.arch, shape.tp, self.request.precision.kv_bytes
+        )
         peak = min(pred.peak_kv_blocks, engine.num_gpu_blocks) if pred.stable else engine.num_gpu_blocks
         used = memory_used_gib(engine, usable, per_block, peak)
         return used, peak / engine.num_gpu_blocks if engine.num_gpu_blocks > 0 else math.inf
 
-    def judge(self, shape: ShapeSpec, pred: ServingPrediction) -> tuple[bool, tuple[float, float, float]]:
+    def judge(self, shape: OfferedShape, pred: ServingPrediction) -> tuple[bool, tuple[float, float, float]]:
         _, kv = self._memory(shape, pred)
-        r = ratios(pred, self.request.slo, kv)
+        r = ratios(pred, self.request.slo, kv, self.margin(shape))
         return pred.stable and meets_slo(*r, shape.locality, self.request.fit_threshold), r
 
-    def prediction(self, shape: ShapeSpec, link: str, replicas: int) -> tuple[Prediction, float, float]:
+    def prediction(self, shape: OfferedShape, link: str, replicas: int) -> tuple[Prediction, float, float]:
         """The plan's prediction for one of ``replicas`` replicas of ``shape`` on ``link``, its worst
         latency ratio to the SLO and the share of the KV cache it needs."""
         sp = self.replica(shape, link).at_rate(self.request.slo.bound("rate_rps") / replicas)
         used, kv = self._memory(shape, sp)
-        lat, ttft, _ = ratios(sp, self.request.slo, kv)
+        lat, ttft, _ = ratios(sp, self.request.slo, kv, self.margin(shape))
         return sp.to_prediction(used), max(lat, ttft), kv
 
-    def evaluate(self, shape: ShapeSpec) -> Candidate:
+    def evaluate(self, shape: OfferedShape) -> Candidate:
         """The fewest replicas of ``shape`` (up to what the fleet has room for and the request allows)
         that meet the SLO, as a feasible candidate; else a rejected one with every reason and its miss."""
         request = self.request
@@ -224,18 +266,26 @@ class ServingModels:
         price = shape.price(request.prices_usd_per_hour)
         if isinstance(engine, Unservable):
             return shape.candidate(reason=engine.reason, miss=engine.miss)
-        memory = shape.shape().memory_gib or shape.spec.memory_gib
+        memory = shape.hardware().memory_gib or shape.spec.memory_gib
         base = shape.candidate(memory_available_gib=memory * engine.gpu_memory_utilization)
         top = min(shape.units, request.max_replicas)
         meets: Callable[[ServingPrediction], bool] = lambda p: self.judge(shape, p)[0]  # noqa: E731
         replica = self.replica(shape)
         count, sp = replica.fewest_replicas(request.slo.bound("rate_rps"), meets, top)
         used, mem = self._memory(shape, sp)
-        lat, ttft, _ = ratios(sp, request.slo, mem)
+        lat, ttft, _ = ratios(sp, request.slo, mem, self.margin(shape))
         miss = max(lat, ttft, mem) if sp.stable else math.inf
         if count == 0:
             reasons = rejection_reasons(
-                sp, request.slo, lat, ttft, mem, shape.locality, top, request.fit_threshold
+                sp,
+                request.slo,
+                lat,
+                ttft,
+                mem,
+                shape.locality,
+                top,
+                request.fit_threshold,
+                self.margin(shape),
             )
             return replace(
                 base,

@@ -18,16 +18,16 @@ from dataclasses import asdict, dataclass, replace
 
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.evaluate import meets_slo, planned_traffic, ratios, rejection_reasons
+from gpuplace.planner.offers import inputs_id, slug
 from gpuplace.planner.placement import fit_score
 from gpuplace.planner.replica import ReplicaModel, fluid_capacity_rps
 from gpuplace.planner.request import PlanRequest
-from gpuplace.planner.shapes import inputs_id, slug
 from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, measured_step_model
 from gpuplace.types import ModelArch
 from gpuplace.types.engine import EngineParams, EngineStepProfile, ServingPrediction
+from gpuplace.types.fleet import LOCAL_INVENTORY
 from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan
-
-LOCAL_SOURCE = "local"
+from gpuplace.units import to_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,13 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
             steps.model,
             f"were measured with model {steps.model!r}, not {request.model!r}",
             f"Measure them again: gpuplace profile --model {request.model} --engine-steps --out steps.json",
+        )
+    if request.precision.uses_fp8:
+        raise InvalidInput(
+            "dtype" if request.precision.fp8_weights else "kv_cache_dtype",
+            "fp8",
+            f"the local target serves with transformers serve on {target.unit}, measured in bf16",
+            "Plan the local target in bf16 (--dtype bf16 --kv-cache-dtype auto)",
         )
     expected = "cpu" if target.unit == "cpu" else "cuda"
     if steps.device_kind != expected:
@@ -136,7 +143,7 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
     notes = (
         f"planned onto this machine ({target.node}, {target.unit}): one replica of the local engine "
         f"({steps.engine}); its step time was measured on {steps.device_name} with {steps.model} "
-        f"(fixed {steps.fixed_s * 1e3:.2f} ms per step, fit RMS error {steps.rms_relative_error:.0%}), "
+        f"(fixed {to_ms(steps.fixed_s):.2f} ms per step, fit RMS error {steps.rms_relative_error:.0%}), "
         "so the prediction holds for this device only",
         f"serving model: {request.simulated_requests} simulated requests of {traffic.describe()} "
         f"at {rate:g} req/s, {share:.0%} of the engine's measured capacity ({capacity:.2f} req/s; "
@@ -166,7 +173,7 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         fragmentation_before=0.0,
         fragmentation_after=0.0,
         fit_threshold=request.fit_threshold,
-        inventory_source=LOCAL_SOURCE,
+        inventory_source=LOCAL_INVENTORY,
         profile_device=steps.device_name,
         notes=notes,
         traffic=request.traffic,

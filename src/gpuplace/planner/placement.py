@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuplace.planner.fragmentation import MILLI, NO_CPU_LIMIT, FragmentationModel, gpuplace_key
-from gpuplace.planner.shape import TIERS
+from gpuplace.planner.hardware import TIERS
 from gpuplace.types import GpuDevice, Node
 
 FIT_WEIGHTS: Mapping[str, float] = {"latency": 0.40, "memory": 0.20, "locality": 0.25, "fragmentation": 0.15}

@@ -1,6 +1,7 @@
 """Sizing a deployment with the serving simulation: a replica's capacity bound, the traffic it is
 simulated with (:class:`TrafficShape`), and :class:`ReplicaModel`, which caches one replica's prediction
-per rate and finds the fewest replicas that meet the SLO (searching up from the capacity bound).
+per rate (open loop) or per concurrency (closed loop) and finds the fewest replicas that meet the SLO
+(searching up from the capacity bound).
 """
 
 from __future__ import annotations
@@ -84,14 +85,15 @@ class TrafficShape:
             return max(p + o for p, o in self.lengths)
         return self.prompt_tokens.upper + self.output_tokens.upper
 
-    def describe(self) -> str:
+    def describe(self, closed_loop: bool = False) -> str:
+        """Lengths and arrivals in words (``closed_loop``: sent at a fixed concurrency instead)."""
         if self.lengths:
             mean_p = sum(p for p, _ in self.lengths) / len(self.lengths)
             mean_o = sum(o for _, o in self.lengths) / len(self.lengths)
             what = f"a trace's length mix ({len(self.lengths)} rows, mean {mean_p:.0f}/{mean_o:.0f} tokens)"
         else:
             what = f"{self.prompt_tokens.describe()}/{self.output_tokens.describe()} tokens"
-        return f"{what}, {self.process} arrivals"
+        return f"{what}, {'closed loop' if closed_loop else f'{self.process} arrivals'}"
 
     def at_rate(self, rate_rps: float) -> list[RequestSpec]:
         # The same seed at every rate: arrival gaps scale exactly with 1/rate (common random numbers),
@@ -139,6 +141,17 @@ class ReplicaModel:
         if hit is None:
             self.simulations += 1
             hit = simulate(self.traffic.at_rate(rate_rps), self.engine, self.model)
+            self._cache[key] = hit
+        return hit
+
+    def at_concurrency(self, concurrency: int) -> ServingPrediction:
+        """The prediction under a closed loop: ``concurrency`` users, each sending its next request
+        when its last one ends (the traffic's lengths; its arrival times are not used)."""
+        key = -float(concurrency)  # rates are positive: one cache for both
+        hit = self._cache.get(key)
+        if hit is None:
+            self.simulations += 1
+            hit = simulate(self.traffic.at_rate(1.0), self.engine, self.model, concurrency=concurrency)
             self._cache[key] = hit
         return hit
 

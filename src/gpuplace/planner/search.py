@@ -2,7 +2,7 @@
 that can be placed, and place its replicas. A pure, deterministic function of its arguments.
 
 Shapes are GPU model × {whole GPU with tensor-parallel degree 1/2/4/8, MIG profile, time-sliced share}
-× replicas (:mod:`gpuplace.planner.shapes`). Each shape is priced by the serving model
+× replicas (:mod:`gpuplace.planner.offers`). Each shape is priced by the serving model
 (:mod:`gpuplace.planner.evaluate`: vLLM's engine parameters, a roofline step time at efficiencies from a
 profile of the same GPU model or the GPU-class defaults, a simulation of one replica under the plan's
 traffic), which finds the fewest replicas meeting the SLO or rejects the shape with its reason and its
@@ -17,16 +17,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, replace
+from typing import Any
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.evaluate import ServingModels
 from gpuplace.planner.fragmentation import FragmentationModel, mix_to_json
+from gpuplace.planner.offers import OfferedShape, enumerate_shapes, inputs_id, slug, usable_nodes
 from gpuplace.planner.placement import FleetState, choose, fit_score
 from gpuplace.planner.request import KINDS, PlanRequest
-from gpuplace.planner.shape import SERVING_DTYPE_BYTES
-from gpuplace.planner.shapes import ShapeSpec, enumerate_shapes, inputs_id, slug, usable_nodes
+from gpuplace.planner.steptime import weight_bytes
 from gpuplace.types import Inventory, LatencyProfile, ModelArch, Node
 from gpuplace.types.engine import EngineParams
 from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan, Prediction, Slo
@@ -37,7 +38,7 @@ __all__ = ["breach_cost_usd_per_month", "plan_id_of", "plan_placement", "slug", 
 
 def _place(
     cand: Candidate,
-    shape: ShapeSpec,
+    shape: OfferedShape,
     state: FleetState,
     usable: Sequence[Node],
     models: ServingModels,
@@ -103,8 +104,8 @@ def _breach_probability(p50: float, p99: float, target: float) -> float:
 
 def breach_cost_usd_per_month(pred: Prediction, slo: Slo, penalty_usd: float) -> float:
     """Expected SLA-breach cost: requests per month × P(TPOT or TTFT over target) × penalty per breach."""
-    p_tpot = _breach_probability(pred.tpot_p50_s, pred.tpot_p99_s, slo.bound("tpot_p99_s"))
-    p_ttft = _breach_probability(pred.ttft_p50_s, pred.ttft_p99_s, slo.bound("ttft_p99_s"))
+    p_tpot = _breach_probability(pred.tpot.p50, pred.tpot.p99, slo.bound("tpot_p99_s"))
+    p_ttft = _breach_probability(pred.ttft.p50, pred.ttft.p99, slo.bound("ttft_p99_s"))
     p = 1 - (1 - p_tpot) * (1 - p_ttft)
     return slo.bound("rate_rps") * 3600 * HOURS_PER_MONTH * p * penalty_usd
 
@@ -147,23 +148,88 @@ def _fix_text(rejected: Sequence[Candidate], request: PlanRequest) -> str:
         tips.append("allow more GPU models or shapes (--gpus, --kinds)")
     if any("GiB" in c.reason or "KV cache" in c.reason for c in rejected):
         tips.append("use larger GPUs or a higher TP degree")
+    if any("no FP8 tensor cores" in c.reason for c in rejected):
+        tips.append("serve in bf16 (--dtype bf16 --kv-cache-dtype auto) or allow Ada, Hopper or Blackwell")
     if any("fit score" in c.reason for c in rejected):
         tips.append(f"lower --fit-threshold (now {request.fit_threshold:g})")
     return ", ".join(tips or ["add GPUs to the inventory"]) + "."
 
 
-def _fits_nowhere(arch: ModelArch, rejected: Sequence[Candidate]) -> str:
+def _fits_nowhere(arch: ModelArch, rejected: Sequence[Candidate], request: PlanRequest) -> str:
     """A sentence when the weights fit no shape the fleet offers, even at its largest TP degree."""
     offered = [c for c in rejected if c.reason.startswith("weights do not fit")]
     if not offered or any(c.prediction is not None for c in rejected):
         return ""
     largest = max(c.tp for c in offered)
-    gib = arch.num_params * SERVING_DTYPE_BYTES / 2**30
+    gib = weight_bytes(arch, request.precision) / 2**30
     return (
-        f"The weights of {arch.name} ({gib:.0f} GiB in bf16) fit no GPU shape of this fleet, even at its "
-        f"largest tensor-parallel degree (TP={largest}): use GPUs with more memory or nodes with more free "
-        "GPUs. "
+        f"The weights of {arch.name} ({gib:.0f} GiB in {request.precision.weights}) fit no GPU shape of "
+        f"this fleet, even at its largest tensor-parallel degree (TP={largest}): use GPUs with more memory "
+        "or nodes with more free GPUs. "
     )
+
+
+def _check_one_model(arch: ModelArch, request: PlanRequest, profile: LatencyProfile | None) -> None:
+    """The architecture and the profile (when given, with a successful point) are of the model planned."""
+    if profile is not None:
+        if profile.model.name != request.model:
+            raise InvalidInput(
+                "model",
+                request.model,
+                f"the profile is of model {profile.model.name!r}",
+                f"Profile {request.model!r} first, or plan for --model {profile.model.name}",
+            )
+        if not profile.ok_results:
+            raise InvalidInput(
+                "profile", profile.model.name, "has no successful sweep point", "Re-run the profile"
+            )
+    if arch.name != request.model:
+        raise InvalidInput(
+            "model", request.model, f"the model architecture given is {arch.name!r}", "Plan one model"
+        )
+
+
+def _fragmentation_effect(
+    placements: tuple[Placement, ...],
+    state: FleetState,
+    plain_placements: tuple[Placement, ...],
+    plain: FleetState,
+    plain_why: str,
+    before: FleetState,
+) -> dict[str, Any]:
+    """What FGD changed: the chosen shape's placement with the fragmentation criterion and without it
+    (``plain``), and the GPUs the workload's mix can still use after each."""
+    return {
+        "with_fragmentation": [{"node": p.node, "gpu_ids": list(p.gpu_ids)} for p in placements],
+        "without_fragmentation": [{"node": p.node, "gpu_ids": list(p.gpu_ids)} for p in plain_placements],
+        "without_fragmentation_note": plain_why,
+        "usable_gpus_before": round(before.usable_gpus(), 6),
+        "usable_gpus_after_with": round(state.usable_gpus(), 6),
+        "usable_gpus_after_without": round(plain.usable_gpus(), 6) if plain_placements else None,
+        "fragmentation_after_without": round(plain.fleet_fragmentation(), 9) if plain_placements else None,
+    }
+
+
+def _tradeoff(candidates: Sequence[Candidate]) -> tuple[dict[str, Any], ...]:
+    """Per kind of shape (whole, MIG, shared), the cheapest that meets the SLO (else the cheapest
+    predicted): its latency, cost and whether it meets the SLO."""
+    out = []
+    for kind in KINDS:
+        of_kind = [c for c in candidates if c.kind == kind and c.prediction is not None]
+        ok = [c for c in of_kind if c.verdict in ("chosen", "feasible")]
+        best = min(ok or of_kind, key=lambda c: (c.cost_usd_per_hour, c.label), default=None)
+        if best is not None and best.prediction is not None:
+            out.append(
+                {
+                    "kind": kind,
+                    "shape": best.label,
+                    "tpot_p99_s": best.prediction.tpot.p99 if best.prediction.stable else None,
+                    "ttft_p99_s": best.prediction.ttft.p99 if best.prediction.stable else None,
+                    "cost_usd_per_month": best.cost_usd_per_month,
+                    "meets_slo": best.verdict in ("chosen", "feasible"),
+                }
+            )
+    return tuple(out)
 
 
 def plan_placement(
@@ -181,22 +247,7 @@ def plan_placement(
     load_efficiency_table`, loaded once by the caller); ``profile``, when given, calibrates the
     efficiencies of its own GPU model only (a CPU profile calibrates none).
     """
-    if profile is not None:
-        if profile.model.name != request.model:
-            raise InvalidInput(
-                "model",
-                request.model,
-                f"the profile is of model {profile.model.name!r}",
-                f"Profile {request.model!r} first, or plan for --model {profile.model.name}",
-            )
-        if not profile.ok_results:
-            raise InvalidInput(
-                "profile", profile.model.name, "has no successful sweep point", "Re-run the profile"
-            )
-    if arch.name != request.model:
-        raise InvalidInput(
-            "model", request.model, f"the model architecture given is {arch.name!r}", "Plan one model"
-        )
+    _check_one_model(arch, request, profile)
     models = ServingModels(arch, request, efficiency, profile)
     usable = usable_nodes(inventory, request.tolerated_taints)
     shapes, rejected = enumerate_shapes(usable, catalog, request, arch)
@@ -216,7 +267,7 @@ def plan_placement(
     )
     frag = FragmentationModel(request.task_mix)
     before = FleetState.of(inventory.nodes, frag).fleet_fragmentation()
-    chosen: tuple[Candidate, ShapeSpec, tuple[Placement, ...], FleetState] | None = None
+    chosen: tuple[Candidate, OfferedShape, tuple[Placement, ...], FleetState] | None = None
     final: list[Candidate] = []
     for cand, shape in feasible:
         if chosen is not None:
@@ -233,7 +284,7 @@ def plan_placement(
         chosen = (cand, shape, placements, state)
         final.append(cand)
     if chosen is None:
-        fix = _fits_nowhere(arch, rejected) + _fix_text(rejected, request)
+        fix = _fits_nowhere(arch, rejected, request) + _fix_text(rejected, request)
         raise NoFeasiblePlacement(request.slo, tuple(rejected), fix)
     cand, shape, placements, state = chosen
     # The same shape placed again without the fragmentation criterion: what FGD changed in this plan.
@@ -243,17 +294,9 @@ def plan_placement(
         "source": request.task_mix_source,
         "tasks": request.task_mix_tasks,
         "classes": mix_to_json(request.task_mix),
-        "effect": {
-            "with_fragmentation": [{"node": p.node, "gpu_ids": list(p.gpu_ids)} for p in placements],
-            "without_fragmentation": [{"node": p.node, "gpu_ids": list(p.gpu_ids)} for p in plain_placements],
-            "without_fragmentation_note": plain_why,
-            "usable_gpus_before": round(FleetState.of(inventory.nodes, frag).usable_gpus(), 6),
-            "usable_gpus_after_with": round(state.usable_gpus(), 6),
-            "usable_gpus_after_without": round(plain.usable_gpus(), 6) if plain_placements else None,
-            "fragmentation_after_without": round(plain.fleet_fragmentation(), 9)
-            if plain_placements
-            else None,
-        },
+        "effect": _fragmentation_effect(
+            placements, state, plain_placements, plain, plain_why, FleetState.of(inventory.nodes, frag)
+        ),
     }
     all_candidates = tuple(final) + tuple(c for c in rejected if c not in final)
     pid = plan_id_of(
@@ -262,22 +305,6 @@ def plan_placement(
     assert cand.prediction is not None
     engine = models.engine(shape)
     assert isinstance(engine, EngineParams)
-    tradeoff = []
-    for kind in KINDS:
-        of_kind = [c for c in all_candidates if c.kind == kind and c.prediction is not None]
-        ok = [c for c in of_kind if c.verdict in ("chosen", "feasible")]
-        best = min(ok or of_kind, key=lambda c: (c.cost_usd_per_hour, c.label), default=None)
-        if best is not None and best.prediction is not None:
-            tradeoff.append(
-                {
-                    "kind": kind,
-                    "shape": best.label,
-                    "tpot_p99_s": best.prediction.tpot_p99_s if best.prediction.stable else None,
-                    "ttft_p99_s": best.prediction.ttft_p99_s if best.prediction.stable else None,
-                    "cost_usd_per_month": best.cost_usd_per_month,
-                    "meets_slo": best.verdict in ("chosen", "feasible"),
-                }
-            )
     return PlacementPlan(
         plan_id=pid,
         deployment_name=request.deployment_name or f"gpuplace-{slug(request.model)}",
@@ -295,7 +322,7 @@ def plan_placement(
         sla_breach_cost_usd_per_month=breach_cost_usd_per_month(
             cand.prediction, request.slo, request.breach_penalty_usd
         ),
-        tradeoff=tuple(tradeoff),
+        tradeoff=_tradeoff(all_candidates),
         traffic=request.traffic,
         engine=engine,
         fragmentation_workload=workload,

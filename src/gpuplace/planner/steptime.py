@@ -17,7 +17,7 @@ efficiencies, plus fixed terms:
   values per token per layer (heads and intermediate split over TP) ÷ (bandwidth·MBU);
 * **tensor parallelism**: weights, heads and KV heads split over ``tp`` GPUs, plus two ring all-reduces
   per layer of the step's hidden states over the link the GPU set really has
-  (:data:`gpuplace.planner.shape.LINKS`: per-message latency, bandwidth × link efficiency);
+  (:data:`gpuplace.planner.hardware.LINKS`: per-message latency, bandwidth × link efficiency);
 * **fixed terms**: a per-step overhead (kernel floors, scheduling, sampling) and, measured on a real
   engine, per-token and per-sequence overheads (:class:`~gpuplace.types.engine.EngineStepProfile`);
   on a server that handles requests in the same process as its steps (``transformers serve``), also
@@ -42,9 +42,10 @@ import numpy as np
 
 from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
-from gpuplace.planner.shape import LINKS, SERVING_DTYPE_BYTES, SHARED_OVERHEAD, Shape, link_gbps
+from gpuplace.planner.hardware import LINKS, SERVING_DTYPE_BYTES, SHARED_OVERHEAD, ReplicaHardware, link_gbps
 from gpuplace.types import LatencyProfile, ModelArch
 from gpuplace.types.engine import Efficiencies, EngineStepProfile
+from gpuplace.types.precision import BF16, Precision
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,28 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = SERV
     return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes
 
 
+def linear_params(arch: ModelArch) -> int:
+    """Parameters of the linear layers (QKV, O, gate-up, down of every layer): what FP8 W8A8 quantises.
+
+    The embedding and the LM head stay bf16 under vLLM's FP8 methods (the head is ``ParallelLMHead``, not
+    a quantised linear layer); the norms are negligible and counted here."""
+    head = 0 if arch.tie_word_embeddings else arch.vocab_size * arch.hidden_size
+    return arch.num_params - arch.embedding_params - head
+
+
+def weight_bytes(arch: ModelArch, precision: Precision = BF16) -> float:
+    """Bytes of all the weights the engine holds: linear layers at ``precision.weight_bytes``, the
+    embedding and an untied LM head in bf16."""
+    body = linear_params(arch)
+    return float(body * precision.weight_bytes + (arch.num_params - body) * SERVING_DTYPE_BYTES)
+
+
+def decode_weight_bytes(arch: ModelArch, precision: Precision = BF16) -> float:
+    """Bytes one decode step reads: the linear layers and the LM head (the input embedding is a gather)."""
+    body = linear_params(arch)
+    return float(body * precision.weight_bytes + (arch.decode_weight_params - body) * SERVING_DTYPE_BYTES)
+
+
 def gemm_kernels(arch: ModelArch) -> int:
     """GEMM kernels one step launches: QKV, O, gate-up and down per layer, and the LM head."""
     return 4 * arch.num_layers + 1
@@ -148,8 +171,17 @@ def activation_bytes_per_token(arch: ModelArch, tp: int, dtype_bytes: int = SERV
     return float(arch.num_layers * per_layer * dtype_bytes)
 
 
-def roofline_step_model(arch: ModelArch, shape: Shape, eff: Efficiencies) -> StepTimeModel:
-    """The step-time coefficients of ``arch`` on ``shape`` at efficiencies ``eff`` (serving in bf16)."""
+def roofline_step_model(
+    arch: ModelArch, shape: ReplicaHardware, eff: Efficiencies, precision: Precision = BF16
+) -> StepTimeModel:
+    """The step-time coefficients of ``arch`` on ``shape`` at efficiencies ``eff``, serving in
+    ``precision`` (bf16 by default).
+
+    FP8 weights (W8A8) halve the bytes of the linear layers and run their FLOPs at the GPU's FP8 tensor
+    peak, at the same MFU as bf16 (no FP8 GEMM table was fitted); the LM head, attention, activations and
+    all-reduces stay bf16. An FP8 KV cache halves the bytes decode attention reads. A GPU without FP8
+    tensor cores is refused (:meth:`Precision.unsupported_on`).
+    """
     spec = shape.spec
     tp = shape.tp
     peak_tflops = spec.peak_tflops("bfloat16") or spec.peak_tflops("float16")
@@ -160,10 +192,19 @@ def roofline_step_model(arch: ModelArch, shape: Shape, eff: Efficiencies) -> Ste
             "has no tensor-core peak or memory bandwidth in the catalog",
             "Fill bf16_tflops/fp16_tflops and hbm_bandwidth_gbps in gpus.csv",
         )
+    refusal = precision.unsupported_on(spec)
+    if refusal:
+        raise InvalidInput(
+            "dtype" if precision.fp8_weights else "kv_cache_dtype",
+            precision.weights if precision.fp8_weights else precision.kv_cache,
+            refusal,
+            "Serve it in bf16 (--dtype bf16 --kv-cache-dtype auto) or choose an Ada, Hopper or Blackwell GPU",
+        )
     bw = spec.hbm_bandwidth_gbps * 1e9 * shape.bandwidth_share * eff.mbu
     flops = peak_tflops * 1e12 * shape.compute_share
+    linear_flops = (spec.fp8_tflops * 1e12 * shape.compute_share) if precision.fp8_weights else flops
     head = arch.vocab_size * arch.hidden_size
-    body = arch.num_params - arch.embedding_params - (0 if arch.tie_word_embeddings else head)
+    body = linear_params(arch)
     b = SERVING_DTYPE_BYTES
     comm_step = comm_token = 0.0
     if tp > 1:
@@ -177,15 +218,17 @@ def roofline_step_model(arch: ModelArch, shape: Shape, eff: Efficiencies) -> Ste
     return StepTimeModel(
         per_token_s=activation_bytes_per_token(arch, tp) / bw * slow,
         fixed_s=eff.step_overhead_s * slow,
-        weights_s=(arch.decode_weight_params * b / tp / bw + gemm_kernels(arch) * eff.gemm_latency_s) * slow,
-        gemm_s_per_token=2 * body / tp / (flops * eff.mfu) * slow,
+        weights_s=(decode_weight_bytes(arch, precision) / tp / bw + gemm_kernels(arch) * eff.gemm_latency_s)
+        * slow,
+        gemm_s_per_token=2 * body / tp / (linear_flops * eff.mfu) * slow,
         head_s_per_sample=2 * head / tp / (flops * eff.mfu) * slow,
-        kv_s_per_token=kv_bytes_per_token_per_gpu(arch, tp) / bw * slow,
+        kv_s_per_token=kv_bytes_per_token_per_gpu(arch, tp, precision.kv_bytes) / bw * slow,
         attn_s_per_pair=attn_flops_per_pair / (flops * eff.attention_mfu) * slow,
         comm_s_per_step=comm_step * slow,
         comm_s_per_token=comm_token * slow,
         request_overhead_s=eff.request_overhead_s,
-        source=f"roofline of {spec.name} × TP{tp} ({shape.link})",
+        source=f"roofline of {spec.name} × TP{tp} ({shape.link})"
+        + ("" if precision == BF16 else f", {precision.label}"),
     )
 
 
@@ -279,7 +322,7 @@ def measured_fraction(values: list[float], name: str, device: str) -> float:
 
 def choose_efficiencies(
     arch: ModelArch,
-    shape: Shape,
+    shape: ReplicaHardware,
     table: EfficiencyTable,
     profile: LatencyProfile | None = None,
 ) -> tuple[Efficiencies, tuple[str, ...]]:
@@ -325,3 +368,28 @@ def choose_efficiencies(
         sources=sources,
     )
     return eff, (f"{shape.spec.name}: MBU {mbu:.2f} and MFU {mfu:.2f} from the profile", *notes)
+
+
+def decode_steps_until(now: float, target: float, a: float, b: float, ctx: float, n: int) -> int:
+    """Fewest decode steps (each ``a + b·(ctx + n·j)``: ``n`` sequences whose context grows by one token a
+    step) after which the clock has reached ``target``; the engine simulation jumps over such spans."""
+    gap = target - now
+    if gap <= 0:
+        return 1
+    # k·a + b·(k·ctx + n·k(k−1)/2) ≥ gap, a quadratic in k
+    qa = b * n / 2
+    qb = a + b * ctx - qa
+    if qa <= 0:
+        k = math.ceil(gap / qb) if qb > 0 else 1
+    else:
+        k = math.ceil((-qb + math.sqrt(qb * qb + 4 * qa * gap)) / (2 * qa))
+    k = max(k, 1)
+
+    def elapsed(j: int) -> float:
+        return j * a + b * (j * ctx + n * j * (j - 1) / 2)
+
+    while k > 1 and elapsed(k - 1) >= gap:
+        k -= 1
+    while elapsed(k) < gap:
+        k += 1
+    return k

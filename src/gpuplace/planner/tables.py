@@ -22,8 +22,8 @@ def candidates_table(plan: PlacementPlan) -> str:
         p = c.prediction
         fit = "" if not math.isfinite(c.fit_score) else f"{c.fit_score:.2f}"
         rows.append(
-            f"| {c.label} | {c.interconnect} | {ms(p.tpot_p99_s if p else None, 2, '—')} "
-            f"| {ms(p.ttft_p99_s if p else None, 2, '—')} "
+            f"| {c.label} | {c.interconnect} | {ms(p.tpot.p99 if p else None, 2, '—')} "
+            f"| {ms(p.ttft.p99 if p else None, 2, '—')} "
             f"| {c.cost_usd_per_month:,.0f} | {fit} | {c.verdict} | {c.reason} |"
         )
     if plan.tradeoff:

@@ -56,6 +56,7 @@ import numpy as np
 
 from gpuplace.errors import InvalidInput
 from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun, WakeRun
+from gpuplace.units import to_ms
 
 COEFFICIENTS: tuple[str, ...] = (
     "fixed_s",
@@ -257,8 +258,8 @@ def measure_engine_steps(
     work = max(0.0, statistics.median(works)) if works else 0.0
     if interference:
         notes.append(
-            f"request_work_s {work * 1e3:.2f} ms: median over {len(works)} interference runs "
-            f"({', '.join(f'{w * 1e3:.2f}' for w in works)} ms)"
+            f"request_work_s {to_ms(work):.2f} ms: median over {len(works)} interference runs "
+            f"({', '.join(f'{to_ms(w):.2f}' for w in works)} ms)"
         )
     samples: list[EngineStepSample] = []
     for prompt, batches in ((p, decode), (p_long, long)):

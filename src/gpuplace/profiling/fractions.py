@@ -14,6 +14,7 @@ from gpuplace.profiling.hardware import (
     MeasurementDisturbed,
 )
 from gpuplace.types import PointResult
+from gpuplace.units import to_ms
 
 
 def describe_point(result: PointResult) -> str:
@@ -21,7 +22,10 @@ def describe_point(result: PointResult) -> str:
     head = f"b={p.batch_size} p={p.prompt_tokens} o={p.output_tokens} {p.dtype} {p.mode}: "
     if not result.ok:
         return head + result.error
-    return head + f"TTFT {result.prefill.median * 1e3:.1f} ms, TPOT {result.decode_step.median * 1e3:.2f} ms"
+    return head + (
+        f"TTFT {to_ms(result.prefill.median):.1f} ms, TPOT {to_ms(result.tpot.median):.2f} ms, "
+        f"step p99 {to_ms(result.decode_step.p99):.2f} ms"
+    )
 
 
 def _with_ceilings(r: PointResult, bandwidth_gbps: float, peak_tflops: float) -> PointResult:

@@ -59,6 +59,7 @@ def _metadata(profile: LatencyProfile) -> dict[str, Any]:
         "peak_tflops": dict(profile.peak_tflops),
         "gpuplace_version": profile.gpuplace_version,
         "created_at": profile.created_at,
+        "started_at": profile.started_at,
     }
 
 
@@ -134,4 +135,5 @@ def load_profile(path: str | os.PathLike[str]) -> LatencyProfile:
         peak_tflops=meta.get("peak_tflops", {}),
         gpuplace_version=meta.get("gpuplace_version", ""),
         created_at=meta.get("created_at", ""),
+        started_at=meta.get("started_at", ""),
     )

@@ -51,17 +51,6 @@ from gpuplace.types import DeviceInfo, Distribution, LatencyProfile, ModelArch, 
 MODES: tuple[str, ...] = ("eager", "static")
 
 
-def parse_int_list(field: str, text: str) -> tuple[int, ...]:
-    """``"1,4,8"`` → (1, 4, 8), with an error naming the field for anything else."""
-    try:
-        values = tuple(int(x) for x in str(text).split(",") if x.strip())
-    except ValueError:
-        raise InvalidInput(field, text, "is not a comma-separated list of integers", "e.g. 1,4,8") from None
-    if not values:
-        raise InvalidInput(field, text, "is empty", "Give at least one value, e.g. 1,4")
-    return values
-
-
 @dataclass(frozen=True, slots=True)
 class ProfileConfig:
     """What to profile. Sequences are swept as a cartesian product."""
@@ -80,37 +69,6 @@ class ProfileConfig:
     memory_limit_gib: float | None = None  # cap below the device's free memory; points above it fail
     gpu_catalog: str | None = None
     extra_notes: tuple[str, ...] = field(default=())
-
-    @classmethod
-    def from_params(
-        cls,
-        *,
-        model: str,
-        device: str = "auto",
-        batch_sizes: str = "1",
-        prompt_tokens: str = "128",
-        output_tokens: str = "32",
-        dtypes: str = "auto",
-        mode: str = "eager",
-        repeats: int = 5,
-        warmup: int | None = None,
-        **kwargs: Any,
-    ) -> ProfileConfig:
-        """Build from the flat string parameters of the CLI and the KFP component (``"1,4"`` lists)."""
-        if warmup is None:
-            warmup = 3 if mode in ("static", "both") else 2
-        return cls(
-            model=model,
-            device=device,
-            batch_sizes=parse_int_list("batch_sizes", batch_sizes),
-            prompt_tokens=parse_int_list("prompt_tokens", prompt_tokens),
-            output_tokens=parse_int_list("output_tokens", output_tokens),
-            dtypes=tuple(d.strip() for d in dtypes.split(",") if d.strip()),
-            modes=(mode,),
-            repeats=repeats,
-            warmup=warmup,
-            **kwargs,
-        ).validated()
 
     def validated(self) -> ProfileConfig:
         for name in ("batch_sizes", "prompt_tokens", "output_tokens"):
@@ -371,6 +329,7 @@ def run_profile(
     on_point: Callable[[PointResult], None] | None = None,
 ) -> LatencyProfile:
     """Profile ``config.model`` over the sweep on ``config.device``."""
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     config = config.validated()
     _check_profiler_off()
     source: ModelSource = resolve_model(config.model)
@@ -444,4 +403,5 @@ def run_profile(
         peak_tflops=peaks,
         gpuplace_version=gpuplace.__version__,
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        started_at=started_at,
     )

@@ -16,6 +16,8 @@ from typing import Protocol
 
 import torch
 
+from gpuplace.units import seconds
+
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
@@ -65,7 +67,7 @@ class CudaClock:
     def intervals(self) -> list[float]:
         torch.cuda.synchronize(self._device)
         used = self._events[: self._used]
-        return [a.elapsed_time(b) / 1e3 for a, b in pairwise(used)]
+        return [seconds(a.elapsed_time(b)) for a, b in pairwise(used)]
 
 
 def clock_for(device: torch.device) -> Clock:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuplace.types.compare import Comparison
 from gpuplace.types.loadtest import LatencyReport, RequestResult
+from gpuplace.units import to_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +60,30 @@ def write_report(
 
 
 def headline_metrics(comparison: Comparison) -> dict[str, float]:
-    """The numbers a KFP Metrics output shows: per path p99 latencies (ms), provisioning, cost, score."""
+    """The numbers a KFP Metrics output shows: per path p99 latencies (ms) with their interval bounds
+    (``_ci_low``/``_ci_high``), provisioning, goodput, breach cost and score; the margin, its interval, and
+    ``beyond_noise`` (1 when the winner's margin interval excludes zero, 0 when it does not)."""
+    s = comparison.score
     out: dict[str, float] = {}
     for m in comparison.paths:
-        out[f"{m.path}_ttft_p99_ms"] = m.ttft_p99_s * 1e3
-        out[f"{m.path}_tpot_p99_ms"] = m.tpot_p99_s * 1e3
-        out[f"{m.path}_provisioning_s"] = m.provisioning_s
-        out[f"{m.path}_goodput_rps"] = m.goodput_rps
-        out[f"{m.path}_sla_breach_cost_usd_per_month"] = m.sla_breach_cost_usd_per_month
-        out[f"{m.path}_score"] = comparison.score.totals[m.path]
-    out["score_margin"] = comparison.score.margin
+        for name, crit, value, unit in (
+            ("ttft_p99_ms", "ttft_p99", m.ttft.p99, to_ms),
+            ("tpot_p99_ms", "tpot_p99", m.tpot.p99, to_ms),
+            ("provisioning_s", "provisioning", m.provisioning_s, float),
+            ("goodput_rps", "goodput", m.goodput_rps, float),
+            ("sla_breach_cost_usd_per_month", "sla_breach_cost", m.sla_breach_cost_usd_per_month, float),
+        ):
+            out[f"{m.path}_{name}"] = unit(value)
+            low, high = s.intervals.get(crit, {}).get(m.path, (math.nan, math.nan))
+            if low != high:  # an interval of one point (no sampling noise) says nothing more
+                out[f"{m.path}_{name}_ci_low"] = unit(low)
+                out[f"{m.path}_{name}_ci_high"] = unit(high)
+        out[f"{m.path}_score"] = s.totals[m.path]
+        out[f"{m.path}_load_test_runs"] = float(s.runs.get(m.path, 1))
+    out["score_margin"] = s.margin
+    if s.noise_assessed:
+        out["score_margin_ci_low"], out["score_margin_ci_high"] = s.margin_interval
+        out["beyond_noise"] = float(s.beyond_noise)
     if comparison.roi is not None:
         out["roi_multiple"] = comparison.roi.multiple
     return {k: v for k, v in out.items() if math.isfinite(v)}

@@ -1,10 +1,12 @@
 """The comparison's plots, drawn with matplotlib's Agg backend (no display needed) and saved as PNG.
 
-Four figures: latency distributions per path (ECDFs of TTFT and TPOT from the per-request records,
+Five figures: latency distributions per path (ECDFs of TTFT and TPOT from the per-request records,
 or the p50/p99 bars when no records were given), TPOT versus request rate (one point per load test
-of a sweep), fragmentation before and after placement, and cost versus predicted latency of every
-candidate the planner considered. Each function returns a Figure (or None when its data is absent)
-so the tracker can log it with ``log_figure`` and the report can embed it.
+of a sweep, drawn only with two or more rates), fragmentation before and after placement (only when
+a path held GPUs), cost versus predicted latency of every candidate the planner considered, and
+``gpuplace predict``'s headroom (latency against load, with the SLO). Every series is labelled in a
+legend. Each function returns a Figure (or None when it would show nothing) so the tracker can log it
+with ``log_figure`` and the report can embed it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from matplotlib.figure import Figure
 
 from gpuplace.types.compare import Comparison
 from gpuplace.types.loadtest import LatencyReport, RequestResult
-from gpuplace.types.plan import Candidate
+from gpuplace.types.plan import Candidate, Slo
+from gpuplace.units import to_ms
 
 PATH_COLORS = {"native": "#1f77b4", "kubeflow": "#ff7f0e"}
 
@@ -44,35 +47,36 @@ def latency_distributions(
     for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
         if records:
             for path, recs in records.items():
-                values = [(r.ttft_s if metric == "ttft" else r.tpot_s) * 1e3 for r in recs if r.success]
+                values = [to_ms(r.ttft_s if metric == "ttft" else r.tpot_s) for r in recs if r.success]
                 xs, ys = _ecdf(values)
                 ax.step(xs, ys, where="post", label=path, color=_color(path))
             ax.set_ylabel("fraction of requests ≤ x")
         else:
             for i, m in enumerate(comparison.paths):
-                p50 = getattr(m, f"{metric}_p50_s") * 1e3
-                p99 = getattr(m, f"{metric}_p99_s") * 1e3
-                ax.bar([i - 0.2, i + 0.2], [p50, p99], width=0.4, color=_color(m.path), alpha=0.8)
+                p50 = to_ms(getattr(m, metric).p50)
+                p99 = to_ms(getattr(m, metric).p99)
+                color = _color(m.path)
+                ax.bar(
+                    [i - 0.2], [p50], width=0.4, color=color, alpha=0.45, hatch="//", label=f"{m.path} p50"
+                )
+                ax.bar([i + 0.2], [p99], width=0.4, color=color, label=f"{m.path} p99")
             ax.set_xticks(range(len(comparison.paths)), [m.path for m in comparison.paths])
-            ax.set_ylabel("ms (left bar p50, right bar p99)")
+            ax.set_ylabel(f"{metric.upper()} (ms)")
         ax.set_xlabel(f"{metric.upper()} (ms)" if records else "")
         ax.set_title(f"{metric.upper()} per path")
-        if records:
-            ax.legend()
+        ax.legend()
     fig.tight_layout()
     return fig
 
 
 def tpot_vs_rate(sweeps: Mapping[str, Sequence[LatencyReport]]) -> Figure | None:
-    """TPOT p50/p99 against the request rate of each load test in a path's sweep."""
-    if not any(sweeps.values()):
+    """TPOT p50/p99 against the request rate of each load test in a path's sweep; None unless the load
+    tests ran at two or more distinct rates (one rate is no curve: the latency plot shows it)."""
+    if len({round(_rate(r), 2) for reports in sweeps.values() for r in reports}) < 2:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
     for path, reports in sweeps.items():
-        pts = sorted(
-            (float(r.workload.get("rate") or r.request_throughput_rps), r.tpot.p50 * 1e3, r.tpot.p99 * 1e3)
-            for r in reports
-        )
+        pts = sorted((_rate(r), to_ms(r.tpot.p50), to_ms(r.tpot.p99)) for r in reports)
         rates = [p[0] for p in pts]
         ax.plot(rates, [p[2] for p in pts], "o-", color=_color(path), label=f"{path} p99")
         ax.plot(rates, [p[1] for p in pts], "o--", color=_color(path), alpha=0.6, label=f"{path} p50")
@@ -84,7 +88,16 @@ def tpot_vs_rate(sweeps: Mapping[str, Sequence[LatencyReport]]) -> Figure | None
     return fig
 
 
+def _rate(r: LatencyReport) -> float:
+    """The rate a load test was asked for (its achieved throughput when it was a closed loop)."""
+    return float(r.workload.get("rate_rps") or r.workload.get("rate") or r.request_throughput_rps)
+
+
 def fragmentation_bars(comparison: Comparison) -> Figure | None:
+    """FGD fragmentation of the fleet before and after; None unless a path held GPUs through Kubernetes
+    (served locally, nothing was placed on a GPU, so there is nothing to fragment)."""
+    if not any(m.gpus > 0 for m in comparison.paths):  # NaN (no GPUs known) compares False
+        return None
     labels, values, colors = [], [], []
     plan = comparison.plan
     if plan is not None and not math.isnan(plan.fragmentation_before):
@@ -103,7 +116,8 @@ def fragmentation_bars(comparison: Comparison) -> Figure | None:
     if not values:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.bar(labels, values, color=colors)
+    ax.bar(labels, values, color=colors, label=labels)
+    ax.legend(fontsize=8)
     ax.set_ylabel("FGD fragmentation (GPUs the task mix cannot use)")
     ax.set_ylim(0, max(values) * 1.15 or 1.0)
     ax.set_title("GPU fragmentation before/after placement")
@@ -114,9 +128,9 @@ def fragmentation_bars(comparison: Comparison) -> Figure | None:
 def _candidate_point(c: Candidate) -> tuple[float, float, bool, str] | None:
     """(USD/month, predicted p99 TPOT ms, feasible, label) of a candidate; None without a prediction."""
     p = c.prediction
-    if p is None or not (math.isfinite(c.cost_usd_per_month) and math.isfinite(p.tpot_p99_s)):
+    if p is None or not (math.isfinite(c.cost_usd_per_month) and math.isfinite(p.tpot.p99)):
         return None
-    return c.cost_usd_per_month, p.tpot_p99_s * 1e3, c.verdict != "rejected", c.label
+    return c.cost_usd_per_month, to_ms(p.tpot.p99), c.verdict != "rejected", c.label
 
 
 def cost_vs_latency(comparison: Comparison) -> Figure | None:
@@ -135,18 +149,18 @@ def cost_vs_latency(comparison: Comparison) -> Figure | None:
         if plan is not None and p[3] == plan.chosen.label:
             ax.scatter([p[0]], [p[1]], s=160, facecolors="none", edgecolors="black", label=f"chosen: {p[3]}")
     for m in comparison.paths:
-        if not (math.isnan(m.cost_usd_per_month) or math.isnan(m.tpot_p99_s)):
+        if not (math.isnan(m.cost_usd_per_month) or math.isnan(m.tpot.p99)):
             ax.scatter(
                 [m.cost_usd_per_month],
-                [m.tpot_p99_s * 1e3],
+                [to_ms(m.tpot.p99)],
                 marker="*",
                 s=140,
                 color=_color(m.path),
                 label=f"{m.path} measured",
             )
-    slo = comparison.slo.get("tpot_p99_s", math.nan)
-    if not math.isnan(slo):
-        ax.axhline(slo * 1e3, color="grey", linestyle=":", label="SLO p99 TPOT")
+    slo = comparison.slo.tpot_p99_s
+    if slo is not None:
+        ax.axhline(to_ms(slo), color="grey", linestyle=":", label="SLO p99 TPOT")
     ax.set_xlabel("cost (USD/month)")
     ax.set_ylabel("p99 TPOT (ms)")
     ax.set_title("Cost vs latency of the candidates")
@@ -183,3 +197,34 @@ def save_figures(figures: Mapping[str, Figure], out_dir: str | Path) -> dict[str
 def close_figures(figures: Mapping[str, Figure]) -> None:
     for fig in figures.values():
         plt.close(fig)
+
+
+# one point of a headroom curve: (load, p50 TTFT, p99 TTFT, p50 TPOT, p99 TPOT), seconds
+CurvePoint = tuple[float, float, float, float, float]
+
+
+def headroom_figure(
+    title: str, slo: Slo, panels: Sequence[tuple[str, Sequence[CurvePoint], float | None]]
+) -> Figure:
+    """``gpuplace predict --plot``: predicted p50 (dashed) and p99 (solid) TTFT and TPOT against the load
+    of each panel (the open-loop rate, the closed-loop concurrency: its label, its points and the highest
+    load within the SLO), with the SLO's bounds dotted and that highest load marked."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), sharey=True, squeeze=False)
+    bounds = (("TTFT", 1, slo.ttft_p99_s, "#1f77b4"), ("TPOT", 3, slo.tpot_p99_s, "#ff7f0e"))
+    for ax, (xlabel, points, best) in zip(axes[0], panels, strict=True):
+        xs = [p[0] for p in points]
+        for name, col, bound, color in bounds:
+            ax.plot(xs, [to_ms(p[col]) for p in points], "--", color=color, label=f"{name} p50")
+            ax.plot(xs, [to_ms(p[col + 1]) for p in points], "-o", ms=3, color=color, label=f"{name} p99")
+            if bound is not None:
+                ax.axhline(to_ms(bound), color=color, lw=0.8, ls=":", label=f"SLO p99 {name}")
+        if best is not None:
+            ax.axvline(float(best), color="#2ca02c", lw=1, label=f"highest load within the SLO ({best:.3g})")
+        ax.set_xlabel(xlabel)
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0][0].set_ylabel("predicted latency (ms)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpuplace.types.compare import Comparison, PathMetrics
+from gpuplace.types.compare import Comparison, PathMetrics, ScoreCard
 
 
 def _f(value: float, digits: int = 2, scale: float = 1.0) -> str:
@@ -26,43 +26,90 @@ def _f(value: float, digits: int = 2, scale: float = 1.0) -> str:
     return f"{value * scale:,.{digits}f}"
 
 
-_ROWS: tuple[tuple[str, str, int, float], ...] = (
-    ("provisioning (s, first created → all ready)", "provisioning_s", 2, 1.0),
-    ("TTFT p50 (ms)", "ttft_p50_s", 1, 1e3),
-    ("TTFT p99 (ms)", "ttft_p99_s", 1, 1e3),
-    ("TPOT p50 (ms)", "tpot_p50_s", 2, 1e3),
-    ("TPOT p99 (ms)", "tpot_p99_s", 2, 1e3),
-    ("goodput (req/s)", "goodput_rps", 2, 1.0),
-    ("SLO attainment", "slo_attainment", 3, 1.0),
-    ("completed / failed requests", "", 0, 1.0),
-    ("GPUs held", "gpus", 0, 1.0),
-    ("GPU-hours per 1k requests", "gpu_hours_per_1k_requests", 3, 1.0),
-    ("cost (USD/month)", "cost_usd_per_month", 0, 1.0),
-    ("fragmentation after placement (FGD, GPUs)", "fragmentation_gpus", 2, 1.0),
-    ("fragmentation ratio (of the fleet's GPUs)", "fragmentation_ratio", 4, 1.0),
-    ("SLA breaches per month (expected)", "sla_breaches_per_month", 0, 1.0),
-    ("SLA-breach cost (USD/month)", "sla_breach_cost_usd_per_month", 0, 1.0),
-    ("predicted-vs-measured error (mean abs. relative)", "prediction_error", 3, 1.0),
-    ("latency predictability (p50/p99)", "latency_predictability", 3, 1.0),
-    ("pods not where the plan said", "misplaced_pods", 0, 1.0),
+# (label, PathMetrics figure, digits, scale, the criterion it is scored as: its interval is that criterion's)
+_ROWS: tuple[tuple[str, str, int, float, str], ...] = (
+    ("provisioning (s, first created → all ready)", "provisioning_s", 2, 1.0, "provisioning"),
+    ("TTFT p50 (ms)", "ttft_p50_s", 1, 1e3, ""),
+    ("TTFT p99 (ms)", "ttft_p99_s", 1, 1e3, "ttft_p99"),
+    ("TPOT p50 (ms)", "tpot_p50_s", 2, 1e3, ""),
+    ("TPOT p99 (ms)", "tpot_p99_s", 2, 1e3, "tpot_p99"),
+    ("goodput (req/s)", "goodput_rps", 2, 1.0, "goodput"),
+    ("SLO attainment", "slo_attainment", 3, 1.0, "slo_attainment"),
+    ("completed / failed requests", "", 0, 1.0, ""),
+    ("GPUs held", "gpus", 0, 1.0, ""),
+    ("GPU-hours per 1k requests", "gpu_hours_per_1k_requests", 3, 1.0, "gpu_hours_per_1k"),
+    ("cost (USD/month)", "cost_usd_per_month", 0, 1.0, "cost"),
+    ("fragmentation after placement (FGD, GPUs)", "fragmentation_gpus", 2, 1.0, "fragmentation"),
+    ("fragmentation ratio (of the fleet's GPUs)", "fragmentation_ratio", 4, 1.0, ""),
+    ("SLA breaches per month (expected)", "sla_breaches_per_month", 0, 1.0, ""),
+    ("SLA-breach cost (USD/month)", "sla_breach_cost_usd_per_month", 0, 1.0, "sla_breach_cost"),
+    ("predicted-vs-measured error (mean abs. relative)", "prediction_error", 3, 1.0, "prediction_error"),
+    ("latency predictability (p50/p99)", "latency_predictability", 3, 1.0, "latency_predictability"),
+    ("pods not where the plan said", "misplaced_pods", 0, 1.0, ""),
 )
 
 
-def _metric_cell(m: PathMetrics, field: str, digits: int, scale: float) -> str:
+def _metric_cell(c: Comparison, m: PathMetrics, field: str, digits: int, scale: float, crit: str) -> str:
     if not field:
         return f"{m.completed} / {m.failed}"
-    return _f(float(getattr(m, field)), digits, scale)
+    value = m.figure(field)
+    cell = _f(value, digits, scale)
+    interval = c.score.intervals.get(crit, {}).get(m.path)
+    if interval is None or math.isnan(value):
+        return cell
+    if any(math.isnan(x) for x in interval):
+        return f"{cell} (once: no interval)"
+    if interval[0] == interval[1]:
+        return cell
+    return f"{cell} [{_f(interval[0], digits, scale)}, {_f(interval[1], digits, scale)}]"
+
+
+def runs_text(s: ScoreCard) -> str:
+    """How many load-test runs each path pooled ("2 runs per path"); "" when each ran once."""
+    if not any(n > 1 for n in s.runs.values()):
+        return ""
+    counts = set(s.runs.values())
+    if len(counts) == 1:
+        return f"{counts.pop()} runs per path"
+    return ", ".join(f"{n} {p} run{'s' if n > 1 else ''}" for p, n in s.runs.items())
+
+
+def _interval(s: ScoreCard) -> str:
+    low, high = s.margin_interval
+    over = f" over {runs_text(s)}" if runs_text(s) else ""
+    return f"{s.confidence:.0%} interval [{low:+.3f}, {high:+.3f}]{over}"
 
 
 def verdict_line(c: Comparison) -> str:
+    """The verdict in one Markdown line; the CLI, the report, KFP and MLflow all show this sentence."""
     s = c.score
+    if s.noise_assessed and not s.winner:
+        other = s.runner_up or next((p for p in s.totals if p != s.leader), "")
+        why = (
+            f"{s.leader} is ahead by {s.margin:.3f} points, but"
+            if s.margin > 0
+            else "the paths score alike once criteria whose intervals overlap are tied, and"
+        )
+        where = (
+            f"lies below zero: the resampled {'runs' if runs_text(s) else 'requests'} put {other} ahead"
+            if s.margin_interval[1] < 0
+            else "includes zero"
+        )
+        return (
+            f"**No difference beyond noise**: {why} the {_interval(s)} of {s.leader}'s margin over {other} "
+            f"{where} ({s.resamples} bootstrap resamples of the "
+            f"{'runs and their requests' if runs_text(s) else 'requests'})."
+        )
     if not s.winner:
         totals = ", ".join(f"{p} {v:.3f}" for p, v in s.totals.items())
         return f"**Tie** at the chosen weights ({totals})."
-    return (
+    line = (
         f"**{s.winner}** wins: score {s.totals[s.winner]:.3f} vs {s.runner_up} {s.totals[s.runner_up]:.3f} "
-        f"(margin {s.margin:.3f} points, {_f(s.relative_margin * 100, 1)}% of the runner-up's score)."
+        f"(margin {s.margin:.3f} points, {_f(s.relative_margin * 100, 1)}% of the runner-up's score"
     )
+    if s.noise_assessed:
+        return f"{line}; {_interval(s)}, beyond the noise)."
+    return f"{line}; noise not assessed: no per-request records)."
 
 
 def flip_lines(c: Comparison) -> list[str]:
@@ -95,10 +142,9 @@ def render_markdown(c: Comparison, plots: Mapping[str, str] | None = None) -> st
     for note in c.notes:
         out += [f"> {note}", ""]
     out += ["## Metrics", "", "| metric | " + " | ".join(paths) + " |", "|---|" + "---:|" * len(paths)]
-    for label, field, digits, scale in _ROWS:
-        out.append(
-            f"| {label} | " + " | ".join(_metric_cell(m, field, digits, scale) for m in c.paths) + " |"
-        )
+    for label, field, digits, scale, crit in _ROWS:
+        cells = " | ".join(_metric_cell(c, m, field, digits, scale, crit) for m in c.paths)
+        out.append(f"| {label} | {cells} |")
     out.append(
         "| serving target | " + " | ".join(m.serving_target for m in c.paths) + " |",
     )
@@ -109,17 +155,35 @@ def render_markdown(c: Comparison, plots: Mapping[str, str] | None = None) -> st
     out += ["", "Sources: " + "; ".join(sources) + ".", ""]
     penalty = f"{c.penalty_usd_per_breach:,.2f}"
     out += [f"SLA-breach cost uses a penalty of {penalty} USD per request that misses the SLO.", ""]
+    if c.score.noise_assessed:
+        out += [
+            f"Brackets: the {c.score.confidence:.0%} bootstrap interval of a scored figure "
+            f"({c.score.resamples} resamples of each path's requests, and of its runs when repeated"
+            f"{': ' + runs_text(c.score) if runs_text(c.score) else ''}).",
+            "",
+        ]
 
-    out += ["## Weighted score", "", "| criterion | weight | normalisation | " + " | ".join(paths) + " |"]
-    out.append("|---|---:|---|" + "---:|" * len(paths))
+    out += ["## Weighted score", ""]
+    if c.score.noise_assessed:
+        out += [
+            "A criterion whose paths' intervals overlap scores as a tie (each path gets the best score).",
+            "",
+        ]
+    out += ["| criterion | weight | normalisation | noise | " + " | ".join(paths) + " |"]
+    out.append("|---|---:|---|---|" + "---:|" * len(paths))
     ordered = sorted(c.score.normalised.items(), key=lambda kv: -c.score.weights.get(kv[0], 0.0))
     for crit, by_path in ordered:
         w = c.score.weights.get(crit, 0.0)
         how = c.score.normalisation.get(crit, "")
+        tie = "tie: intervals overlap" if crit in c.score.tied else ""
         cells = " | ".join(f"{by_path[p]:.3f}" for p in paths)
-        out.append(f"| {crit} | {w:.2f} | {how} | {cells} |")
+        out.append(
+            f"| {crit} | {w:.2f} | {how} | {tie or c.score.interval_method.get(crit, '–')} | {cells} |"
+        )
     out.append(
         "| **total** | 1.00 | Σ weight × score | "
+        + (_interval(c.score).replace("interval", "margin interval") if c.score.noise_assessed else "–")
+        + " | "
         + " | ".join(f"**{c.score.totals[p]:.3f}**" for p in paths)
         + " |"
     )

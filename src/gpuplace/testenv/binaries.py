@@ -26,6 +26,9 @@ NAMES: tuple[str, ...] = (
     "kubectl",
     "kwok",
 )
+# What a real node needs besides the control plane (``build.sh node``): the kubelet, and the sandbox
+# image's process (:mod:`gpuplace.testenv.pause`).
+NODE_NAMES: tuple[str, ...] = ("kubelet", "gpuplace-pause")
 BUILD_SCRIPT = Path(__file__).with_name("build.sh")
 
 
@@ -86,15 +89,17 @@ def resolve(names: tuple[str, ...] = NAMES) -> dict[str, Path]:
     return found
 
 
-def build(*, quiet: bool = False) -> Path:
-    """Run ``build.sh`` (a no-op if the cache is complete or all is overridden); returns the bin dir."""
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
-        stdout=subprocess.DEVNULL if quiet else None,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise BinariesMissing(
-            f"{BUILD_SCRIPT} failed with exit status {result.returncode}; see its output above"
+def build(*, quiet: bool = False, node: bool = False) -> Path:
+    """Run ``build.sh`` (a no-op if the cache is complete or all is overridden), then ``build.sh node`` if
+    ``node``; returns the bin dir."""
+    for target in ("all", "node") if node else ("all",):
+        result = subprocess.run(
+            ["bash", str(BUILD_SCRIPT), target],
+            stdout=subprocess.DEVNULL if quiet else None,
+            check=False,
         )
+        if result.returncode != 0:
+            raise BinariesMissing(
+                f"{BUILD_SCRIPT} {target} failed with exit status {result.returncode}; see its output above"
+            )
     return cache_dir()

@@ -3,6 +3,10 @@
 # etcd, kwok) from Go modules served by the Go module proxy into ~/.cache/gpuplace/k8s/<version>/bin.
 # Nothing is downloaded from release sites. A complete cache directory is reused as-is.
 #
+# `build.sh node` builds what a real node needs (kubelet, and gpuplace-pause: the sandbox image's one binary,
+# since no registry serves registry.k8s.io/pause here) into the same bin dir, with its own stamp
+# (.node-complete), so a cache built before the real node existed gains it without a rebuild.
+#
 # Overrides (envtest's convention): KUBEBUILDER_ASSETS=<dir> or TEST_ASSET_<NAME>=<file> for every binary
 # means nothing is built. GPUPLACE_K8S_CACHE changes the cache root.
 set -euo pipefail
@@ -14,10 +18,14 @@ CACHE_ROOT="${GPUPLACE_K8S_CACHE:-$HOME/.cache/gpuplace/k8s}"
 DEST="$CACHE_ROOT/$K8S_VERSION"
 BIN="$DEST/bin"
 NAMES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+NODE_NAMES=(kubelet gpuplace-pause)
 
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
 asset_var() { local n="${1^^}"; echo "TEST_ASSET_${n//-/_}"; }
+
+target="${1:-all}"
+if [[ $target == node ]]; then NAMES=("${NODE_NAMES[@]}"); STAMP="$DEST/.node-complete"; else STAMP="$DEST/.complete"; fi
 
 all_overridden=1
 for n in "${NAMES[@]}"; do
@@ -31,8 +39,8 @@ if [[ $all_overridden == 1 ]]; then
   exit 0
 fi
 
-if [[ -f "$DEST/.complete" ]]; then
-  echo "k8s-bins: reusing $BIN"
+if [[ -f "$STAMP" ]]; then
+  echo "k8s-bins: reusing $BIN ($target)"
   exit 0
 fi
 
@@ -44,8 +52,8 @@ mkdir -p "$BIN"
 # Two builds into one cache (a session and its CI, two terminals) would trample each other's work dirs.
 exec 9>"$DEST/.lock"
 flock 9
-if [[ -f "$DEST/.complete" ]]; then
-  echo "k8s-bins: reusing $BIN (built while waiting for the lock)"
+if [[ -f "$STAMP" ]]; then
+  echo "k8s-bins: reusing $BIN ($target, built while waiting for the lock)"
   exit 0
 fi
 WORK="$DEST/src"
@@ -54,7 +62,10 @@ start=$(date +%s)
 log() { echo "k8s-bins [$(( $(date +%s) - start ))s]: $*"; }
 
 # --- Kubernetes: wrapper module replacing every staging module with its published v0.x twin -----------
+# build_kubernetes [cmd...]: the control plane's commands, or the ones named (kubelet for a real node).
 build_kubernetes() {
+  local cmds=("$@")
+  [[ ${#cmds[@]} -gt 0 ]] || cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
   local dir="$WORK/kubernetes" minor="v0.${K8S_VERSION#v1.}"
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
   go mod init gpuplace.local/k8sbins >/dev/null 2>&1
@@ -68,24 +79,15 @@ build_kubernetes() {
   [[ -n "$mods" ]] || { echo "k8s-bins: no staging replaces found in $gomod" >&2; exit 1; }
   local m
   for m in $mods; do go mod edit -replace "$m=$m@$minor"; done
-  cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+  local c
+  { printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for c in "${cmds[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+    printf ')\n'; } > tools.go
   log "kubernetes $K8S_VERSION: go mod tidy"
   go mod tidy -e >/dev/null
   local vpkg=k8s.io/component-base/version
   local ldflags="-s -w -X $vpkg.gitVersion=$K8S_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $vpkg.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
-  local c
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for c in "${cmds[@]}"; do
     log "building $c"
     go build -trimpath -ldflags "$ldflags" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
   done
@@ -121,7 +123,55 @@ build_kwok() {
   GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 }
 
-case "${1:-all}" in
+# --- gpuplace-pause: the pod sandbox's process (sleeps until SIGTERM/SIGINT, reaps orphans as PID 1) ----
+build_pause() {
+  local dir="$WORK/pause"
+  rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+  go mod init gpuplace.local/pause >/dev/null 2>&1
+  cat > main.go <<'GO'
+// gpuplace-pause holds a pod's namespaces, as registry.k8s.io/pause does: it waits for a signal to stop
+// and, being PID 1 of the sandbox, reaps the zombies re-parented to it.
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	children := make(chan os.Signal, 16)
+	signal.Notify(children, syscall.SIGCHLD)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-children:
+			for {
+				pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+				if pid <= 0 || err != nil {
+					break
+				}
+			}
+		}
+	}
+}
+GO
+  log "building gpuplace-pause"
+  go build -trimpath -ldflags "-s -w" -o "$BIN/gpuplace-pause" .
+}
+
+case "$target" in
+  node)
+    build_kubernetes kubelet
+    build_pause
+    for n in "${NODE_NAMES[@]}"; do [[ -x "$BIN/$n" ]] || { echo "k8s-bins: $BIN/$n missing" >&2; exit 1; }; done
+    echo "kubelet=$K8S_VERSION built_s=$(( $(date +%s) - start ))" > "$STAMP"
+    rm -rf "$WORK"
+    log "done (node): $BIN"
+    ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;
   kwok) build_kwok ;;
@@ -134,5 +184,5 @@ case "${1:-all}" in
     rm -rf "$WORK"
     log "done: $BIN"
     ;;
-  *) echo "usage: $0 [all|kubernetes|etcd|kwok]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|node|kubernetes|etcd|kwok]" >&2; exit 2 ;;
 esac

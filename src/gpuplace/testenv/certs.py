@@ -60,6 +60,7 @@ def _issue(
     *,
     server: bool = False,
     client: bool = False,
+    ips: tuple[str, ...] = (),
 ) -> x509.Certificate:
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     builder = (
@@ -95,6 +96,7 @@ def _issue(
                         x509.DNSName("kubernetes.default.svc"),
                         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                         x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips),
                     ]
                 ),
                 critical=False,
@@ -102,13 +104,14 @@ def _issue(
     return builder.sign(ca_key, hashes.SHA256())
 
 
-def make_pki(directory: Path) -> PkiFiles:
-    """Create a fresh CA, serving and admin certificates and the service-account key pair in ``directory``."""
+def make_pki(directory: Path, *, ips: tuple[str, ...] = ()) -> PkiFiles:
+    """Create a fresh CA, serving and admin certificates and the service-account key pair in ``directory``;
+    the serving certificate is also valid for ``ips`` (the real node's gateway, where pods reach the API)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _issue(_name("gpuplace-testenv-ca"), ca_key, None, ca_key)
     serving_key = ec.generate_private_key(ec.SECP256R1())
-    serving = _issue(_name("kube-apiserver"), serving_key, ca_cert, ca_key, server=True)
+    serving = _issue(_name("kube-apiserver"), serving_key, ca_cert, ca_key, server=True, ips=ips)
     admin_key = ec.generate_private_key(ec.SECP256R1())
     admin = _issue(_name("gpuplace-admin", "system:masters"), admin_key, ca_cert, ca_key, client=True)
     # kube-apiserver accepts RSA or ECDSA for service-account tokens; RSA is what every tool expects.

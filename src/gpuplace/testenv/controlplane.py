@@ -81,7 +81,28 @@ def _pid_alive(pid: int, started: int | None) -> bool:
     return ticks is not None and (started is None or ticks == started)
 
 
-def _tail(path: Path, lines: int = 25) -> str:
+def spawn_logged(
+    command: list[str], log_path: Path, *, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[int, int | None]:
+    """Start ``command`` in its own session (a Ctrl-C in the shell that ran ``up`` must not kill it), its
+    output appended to ``log_path``; returns (PID, start ticks)."""
+    with log_path.open("ab") as log:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        log.write(f"\n--- {stamp} start: {' '.join(command)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    return proc.pid, process_start_ticks(proc.pid)
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -144,6 +165,7 @@ class ControlPlane:
     started_at: float = 0.0
     start_s: float = 0.0
     fleet: str = ""
+    pod_gateway: str = ""  # where pods on a real node reach the API server (its bridge); "" = loopback only
 
     # --- paths ---------------------------------------------------------------------------------------
     @property
@@ -171,6 +193,7 @@ class ControlPlane:
             "started_at": self.started_at,
             "start_s": self.start_s,
             "fleet": self.fleet,
+            "pod_gateway": self.pod_gateway,
         }
         tmp = self.state_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=2))
@@ -194,6 +217,7 @@ class ControlPlane:
             started_at=float(data.get("started_at", 0.0)),
             start_s=float(data.get("start_s", 0.0)),
             fleet=str(data.get("fleet", "")),
+            pod_gateway=str(data.get("pod_gateway", "")),
         )
 
     # --- status ------------------------------------------------------------------------------------------
@@ -240,20 +264,7 @@ class ControlPlane:
 
     # --- processes ---------------------------------------------------------------------------------------
     def _spawn(self, name: str) -> None:
-        with self.log(name).open("ab") as log:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-            log.write(f"\n--- {stamp} start: {' '.join(self.commands[name])}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                self.commands[name],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.state_dir,
-                start_new_session=True,  # a Ctrl-C in the shell that ran `up` must not kill the cluster
-            )
-        self.pids[name] = proc.pid
-        started = process_start_ticks(proc.pid)
+        self.pids[name], started = spawn_logged(self.commands[name], self.log(name), cwd=self.state_dir)
         if started is not None:
             self.pid_starts[name] = started
         self.save()
@@ -266,7 +277,7 @@ class ControlPlane:
                 if not self._alive(name):
                     raise ControlPlaneError(
                         f"{name} exited during start-up; last lines of {self.log(name)}:\n"
-                        f"{_tail(self.log(name))}"
+                        f"{log_tail(self.log(name))}"
                     )
                 if self._probe(name):
                     pending.remove(name)
@@ -274,7 +285,7 @@ class ControlPlane:
                 raise ControlPlaneError(
                     f"{', '.join(pending)} not ready within {timeout_s:g} s; logs in {self.log_dir}; "
                     "last lines of "
-                    f"{self.log(pending[0])}:\n{_tail(self.log(pending[0]))}"
+                    f"{self.log(pending[0])}:\n{log_tail(self.log(pending[0]))}"
                 )
             if pending:
                 time.sleep(0.1)
@@ -364,7 +375,8 @@ class ControlPlane:
             "kube-apiserver": [
                 str(bins["kube-apiserver"]),
                 f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
+                # A real node's pods reach it at the bridge gateway, which does not exist yet: the wildcard.
+                f"--bind-address={'0.0.0.0' if self.pod_gateway else '127.0.0.1'}",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={p['kube-apiserver']}",
                 f"--cert-dir={d / 'apiserver-certs'}",
@@ -379,6 +391,8 @@ class ControlPlane:
                 # The loopback advertise address may not go into the kubernetes Service's endpoints.
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
+                # A real node's kubelet serves on its InternalIP; its host name resolves to 127.0.0.1 here.
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
                 "--v=1",
             ],
             "kube-controller-manager": [
@@ -422,8 +436,10 @@ class ControlPlane:
         *,
         bins: dict[str, Path] | None = None,
         timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        pod_gateway: str = "",
     ) -> ControlPlane:
-        """Start a fresh control plane in ``state_dir`` (wiped first; an error if one runs there)."""
+        """Start a fresh control plane in ``state_dir`` (wiped first; an error if one runs there);
+        ``pod_gateway``: the API server also serves there, for pods on a real node."""
         state_dir = (state_dir or default_state_dir()).resolve()
         if (state_dir / STATE_FILE).is_file():
             previous = cls.load(state_dir)
@@ -435,9 +451,9 @@ class ControlPlane:
         bins = bins or binaries.resolve()
         t0 = time.monotonic()
         _wipe(state_dir)
-        cp = cls(state_dir=state_dir, started_at=time.time())
+        cp = cls(state_dir=state_dir, started_at=time.time(), pod_gateway=pod_gateway)
         cp.log_dir.mkdir(parents=True)
-        pki = make_pki(state_dir / "pki")
+        pki = make_pki(state_dir / "pki", ips=(pod_gateway,) if pod_gateway else ())
         cp.ports = {n: free_port() for n in (*START_ORDER, "etcd-peer")}
         write_kubeconfig(cp.kubeconfig, cp.server, pki)
         cp.commands = cp._commands(bins, pki)

@@ -8,6 +8,7 @@ KWOK to mark them Ready, so the first deploy finds a cluster that can schedule.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -119,22 +120,78 @@ def up(
     state_dir: Path | None = None,
     build: bool = False,
     timeout_s: float = 90.0,
+    real_node: bool = False,
 ) -> ControlPlane:
-    """Start a control plane (building missing binaries first if ``build``); add ``inventory``'s nodes."""
+    """Start a control plane (building missing binaries first if ``build``); add ``inventory``'s nodes, and
+    a real node (:mod:`gpuplace.testenv.realnode`) when ``real_node``."""
+    state_dir = state_dir or default_state_dir()
+    if real_node:
+        from gpuplace.testenv.realnode import require_short_sockets
+
+        require_short_sockets(state_dir)  # before anything is built or started
     if build:
-        binaries.build()
-    cp = ControlPlane.start(state_dir or default_state_dir(), bins=binaries.resolve(), timeout_s=timeout_s)
+        binaries.build(node=real_node)
+    if real_node:
+        binaries.resolve(binaries.NODE_NAMES)  # fail before starting anything
+    from gpuplace.testenv.realnode import GATEWAY  # where the node's pods reach the API server
+
+    cp = ControlPlane.start(
+        state_dir, bins=binaries.resolve(), timeout_s=timeout_s, pod_gateway=GATEWAY if real_node else ""
+    )
     try:
         wait_for_default_service_account(cp, timeout_s=timeout_s)
         if inventory is not None:
             add_fleet(cp, inventory)
+        if real_node:
+            from gpuplace.testenv.realnode import RealNode
+
+            RealNode.start(cp, timeout_s=max(timeout_s, 120.0))
     except BaseException:
-        cp.stop()
+        stop(cp)
         raise
     return cp
 
 
-def down(state_dir: Path | None = None) -> ControlPlane:
-    cp = ControlPlane.load(state_dir)
+SERVERS_DIR = "standin-servers"  # where gpuplace.deploy.standin registers the servers it starts
+
+
+def stop_registered_servers(state_dir: Path) -> int:
+    """Stop (SIGTERM to its process group, then SIGKILL) every server registered in
+    ``<state_dir>/standin-servers/`` that still runs; returns how many did."""
+    import json
+    import os
+    import signal
+
+    from gpuplace.testenv.controlplane import process_start_ticks
+    from gpuplace.testenv.nodeclean import stop_pid
+
+    stopped = 0
+    for path in sorted((state_dir / SERVERS_DIR).glob("*.json")):
+        entry = json.loads(path.read_text())
+        pid, ticks = int(entry["pid"]), entry.get("start_ticks")
+        if ticks is not None and process_start_ticks(pid) == ticks:
+            stopped += 1
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)  # the server and any worker it forked
+            stop_pid(pid, ticks, timeout_s=10.0)
+        path.unlink()
+    return stopped
+
+
+def stop(cp: ControlPlane) -> int:
+    """Stop every stand-in server started against this testenv, the real node (if any) while the API
+    server still answers, then the control plane; returns how many stand-in servers were running."""
+    from gpuplace.testenv.realnode import RealNode
+
+    servers = stop_registered_servers(cp.state_dir)
+    node = RealNode.load(cp.state_dir)
+    if node is not None:
+        node.stop(cp)
     cp.stop()
-    return cp
+    return servers
+
+
+def down(state_dir: Path | None = None) -> tuple[ControlPlane, int]:
+    """Stop the testenv in ``state_dir``: (it, how many stand-in servers were still running)."""
+    cp = ControlPlane.load(state_dir)
+    return cp, stop(cp)

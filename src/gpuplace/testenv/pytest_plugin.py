@@ -1,5 +1,6 @@
 """pytest fixtures for a real local control plane: ``controlplane`` (one per test session), ``kube_api``
-(cluster-admin :class:`~gpuplace.k8s.Api`) and ``kube_namespace`` (a fresh namespace per test).
+(cluster-admin :class:`~gpuplace.k8s.Api`) and ``kube_namespace`` (a fresh namespace per test), and
+``realnode_controlplane`` (another, with a real node, for the tests that run containers).
 
 Enable with ``pytest_plugins = ("gpuplace.testenv.pytest_plugin",)`` in a conftest.py (this repository's
 root conftest does) or ``pytest -p gpuplace.testenv.pytest_plugin``. The cluster starts on first use with
@@ -30,7 +31,7 @@ DEFAULT_FLEETS = "h100-nvlink,mixed-a100-h100-l4"
 @pytest.fixture(scope="session")
 def controlplane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A running control plane with the simulated fleets added (session scope)."""
-    from gpuplace.testenv.env import add_fleet, load_fleet, up
+    from gpuplace.testenv.env import add_fleet, load_fleet, stop, up
 
     try:
         binaries.resolve()
@@ -43,7 +44,24 @@ def controlplane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPl
             add_fleet(cp, load_fleet(spec.strip()))
         yield cp
     finally:
-        cp.stop()
+        stop(cp)
+
+
+@pytest.fixture(scope="session")
+def realnode_controlplane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A second control plane (session scope) with the h100-nvlink fleet and a real node
+    (:mod:`gpuplace.testenv.realnode`: root, ``make node-deps``) holding the images ``make images`` built."""
+    from gpuplace.testenv.env import load_fleet, stop, up
+
+    try:
+        binaries.resolve(binaries.NAMES + binaries.NODE_NAMES)
+    except binaries.BinariesMissing as e:
+        pytest.fail(f"the real-node tests need the Kubernetes binaries: {e}", pytrace=False)
+    cp = up(load_fleet("h100-nvlink"), state_dir=tmp_path_factory.mktemp("realnode"), real_node=True)
+    try:
+        yield cp
+    finally:
+        stop(cp)
 
 
 @pytest.fixture(scope="session")

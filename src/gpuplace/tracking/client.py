@@ -26,8 +26,16 @@ from mlflow import MlflowClient
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 
 from gpuplace.tracking.config import TrackingConfig, TrackingFailed
-from gpuplace.tracking.naming import MLFLOW_PARENT, TAG_KFP_RUN, base_tags
+from gpuplace.tracking.naming import (
+    EXPERIMENT_KIND,
+    MLFLOW_PARENT,
+    MODEL_DEVELOPMENT,
+    TAG_KFP_RUN,
+    base_tags,
+    ui_url,
+)
 from gpuplace.tracking.secrets import redact_pairs, redact_text, secret_env_values
+from gpuplace.units import to_ms
 
 # MLflow's REST limits per log_batch request.
 MAX_METRICS_PER_BATCH = 1000
@@ -54,6 +62,10 @@ class RunHandle:
     kind: str
     owned: bool = True
     monitor: Any = field(default=None, repr=False)
+    end_time_s: float | None = None  # the step's recorded end; None = when the run is ended
+    # params the run had before gpuplace attached (KFP's own): MLflow params cannot change, so gpuplace's
+    # value of such a key is left out rather than failing the step
+    preset_params: frozenset[str] = frozenset()
 
 
 class Tracker:
@@ -80,6 +92,14 @@ class Tracker:
     def client(self) -> MlflowClient:
         return self._client
 
+    def ui_url(self, run_id: str = "") -> str:
+        """The run's page (the experiment's runs without ``run_id``) in MLflow's UI (:func:`ui_url`)."""
+        return ui_url(self.config, self._experiment_id, run_id)
+
+    def describe(self, run_id: str = "") -> str:
+        """Where results went, and the page that opens on the run."""
+        return f"{self.config.describe()}; the run: {self.ui_url(run_id)}"
+
     def _call(self, what: str, run_id: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
@@ -94,40 +114,68 @@ class Tracker:
             ) from e
 
     def _ensure_experiment(self) -> str:
+        """The experiment, created if missing, marked as a model-development experiment so that MLflow
+        3's UI opens it on its runs (not on the GenAI traces overview) — also when it already existed."""
         exp = self._client.get_experiment_by_name(self.config.experiment)
-        if exp is not None:
-            return str(exp.experiment_id)
-
-        return str(
-            self._client.create_experiment(
-                self.config.experiment, artifact_location=self.config.artifact_location or None
+        if exp is None:
+            exp_id = str(
+                self._client.create_experiment(
+                    self.config.experiment,
+                    artifact_location=self.config.artifact_location or None,
+                    tags={EXPERIMENT_KIND: MODEL_DEVELOPMENT},
+                )
             )
-        )
+        else:
+            exp_id = str(exp.experiment_id)
+            if exp.tags.get(EXPERIMENT_KIND) != MODEL_DEVELOPMENT:
+                self._client.set_experiment_tag(exp_id, EXPERIMENT_KIND, MODEL_DEVELOPMENT)
+        return exp_id
 
     # --- runs -----------------------------------------------------------------------------------
 
     def start_pipeline_run(
-        self, name: str, *, tags: Mapping[str, str] | None = None, kfp_run_id: str = ""
+        self,
+        name: str,
+        *,
+        tags: Mapping[str, str] | None = None,
+        kfp_run_id: str = "",
+        span: tuple[float, float] | None = None,
     ) -> RunHandle:
-        """The parent run: KFP's ``MLFLOW_RUN_ID`` when set (attached, not owned), else a new run."""
+        """The parent run: KFP's ``MLFLOW_RUN_ID`` when set (attached, not owned: KFP keeps its times and
+        status), else a new run spanning ``span`` (epoch seconds, from the steps' records) when given."""
         all_tags = {**base_tags("pipeline"), **(tags or {})}
         if kfp_run_id:
             all_tags[TAG_KFP_RUN] = kfp_run_id
         injected = os.environ.get("MLFLOW_RUN_ID", "")
         if injected:
-            self._call("attaching to MLFLOW_RUN_ID", injected, self._client.get_run, injected)
-            run = RunHandle(injected, name, "pipeline", owned=False)
+            existing = self._call("attaching to MLFLOW_RUN_ID", injected, self._client.get_run, injected)
+            run = RunHandle(
+                injected, name, "pipeline", owned=False, preset_params=frozenset(existing.data.params)
+            )
             self.log(run, tags=all_tags)
             return run
-        return self._create(name, "pipeline", all_tags, parent=None)
+        return self._create(name, "pipeline", all_tags, parent=None, span=span)
 
     def start_child(
-        self, parent: RunHandle, name: str, kind: str, *, tags: Mapping[str, str] | None = None
+        self,
+        parent: RunHandle,
+        name: str,
+        kind: str,
+        *,
+        tags: Mapping[str, str] | None = None,
+        span: tuple[float, float] | None = None,
     ) -> RunHandle:
-        """A nested run (step, path or sweep point) under ``parent``."""
-        return self._create(name, kind, {**base_tags(kind), **(tags or {})}, parent=parent)
+        """A nested run (step, path or sweep point) under ``parent``, spanning ``span`` when given."""
+        return self._create(name, kind, {**base_tags(kind), **(tags or {})}, parent=parent, span=span)
 
-    def _create(self, name: str, kind: str, tags: Mapping[str, str], parent: RunHandle | None) -> RunHandle:
+    def _create(
+        self,
+        name: str,
+        kind: str,
+        tags: Mapping[str, str],
+        parent: RunHandle | None,
+        span: tuple[float, float] | None = None,
+    ) -> RunHandle:
         all_tags = dict(tags)
         if parent is not None:
             all_tags[MLFLOW_PARENT] = parent.run_id
@@ -140,8 +188,9 @@ class Tracker:
             self._experiment_id,
             run_name=name,
             tags=clean,
+            start_time=int(to_ms(span[0])) if span else None,
         ).info
-        handle = RunHandle(info.run_id, name, kind)
+        handle = RunHandle(info.run_id, name, kind, end_time_s=span[1] if span else None)
         if self.system_metrics and kind == "pipeline":
             handle.monitor = self._start_system_metrics(info.run_id)
         return handle
@@ -166,6 +215,7 @@ class Tracker:
                 self._client.set_terminated,
                 run.run_id,
                 status,
+                int(to_ms(run.end_time_s)) if run.end_time_s is not None and status == "FINISHED" else None,
             )
 
     @contextlib.contextmanager
@@ -177,12 +227,14 @@ class Tracker:
         parent: RunHandle | None = None,
         tags: Mapping[str, str] | None = None,
         kfp_run_id: str = "",
+        span: tuple[float, float] | None = None,
     ) -> Iterator[RunHandle]:
-        """A run that ends FINISHED when the block succeeds and FAILED when it raises."""
+        """A run that ends FINISHED when the block succeeds and FAILED when it raises; ``span`` (epoch
+        seconds) is the step's own start and end as it recorded them, instead of the logging's."""
         if parent is None:
-            handle = self.start_pipeline_run(name, tags=tags, kfp_run_id=kfp_run_id)
+            handle = self.start_pipeline_run(name, tags=tags, kfp_run_id=kfp_run_id, span=span)
         else:
-            handle = self.start_child(parent, name, kind, tags=tags)
+            handle = self.start_child(parent, name, kind, tags=tags, span=span)
         try:
             yield handle
         except BaseException:
@@ -204,12 +256,14 @@ class Tracker:
         step: int = 0,
     ) -> None:
         """Metrics, params and tags in as few ``log_batch`` calls as MLflow's limits allow."""
-        ts = int(time.time() * 1000)
+        ts = int(to_ms(time.time()))
         metric_list = [
             Metric(k, float(v), ts, step) for k, v in (metrics or {}).items() if not math.isnan(float(v))
         ]
         param_list = [
-            Param(k, v[:MAX_PARAM_VALUE]) for k, v in redact_pairs(params or {}, self._secrets).items()
+            Param(k, v[:MAX_PARAM_VALUE])
+            for k, v in redact_pairs(params or {}, self._secrets).items()
+            if k not in run.preset_params
         ]
         tag_list = [RunTag(k, v) for k, v in redact_pairs(tags or {}, self._secrets).items()]
         if not self.batching:

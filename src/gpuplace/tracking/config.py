@@ -43,14 +43,19 @@ class TrackingConfig:
         """One line for the user: where results go and how to look at them."""
         if self.local:
             root = urllib.parse.urlparse(self.artifact_location).path if self.artifact_location else ""
-            how = f"mlflow ui --backend-store-uri {self.uri}" + (
-                f" --default-artifact-root {root}" if root else ""
-            )
+            how = ui_command(self.uri, root)
             prefix = "MLflow server unreachable; fell back to " if self.fallback_used else ""
             return (
                 f"{prefix}local MLflow store {self.uri} (experiment {self.experiment!r}); view it with: {how}"
             )
         return f"MLflow tracking server {self.uri} (experiment {self.experiment!r})"
+
+
+def ui_command(backend_store_uri: str, artifact_root: str | Path = "") -> str:
+    """The ``mlflow ui`` command line that opens a local store: one worker (its default of 4 gunicorn
+    workers, each with its own copy of MLflow, is not worth it for one user), port 5000."""
+    root = f" --default-artifact-root {artifact_root}" if str(artifact_root) else ""
+    return f"mlflow ui --backend-store-uri {backend_store_uri}{root} --workers 1"
 
 
 def local_config(

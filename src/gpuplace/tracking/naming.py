@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpuplace import __version__
+from gpuplace.tracking.config import TrackingConfig
 from gpuplace.types import LatencyProfile, PointResult
 from gpuplace.types.compare import Comparison, PathMetrics
+from gpuplace.types.latency import CHECKED_PERCENTILES, METRICS
 from gpuplace.types.plan import Candidate, PlacementPlan
 from gpuplace.units import to_ms
 
@@ -33,7 +35,12 @@ TAG_COMMIT = "gpuplace.git_commit"
 TAG_KFP_RUN = "gpuplace.kfp_run_id"
 TAG_TARGET = "gpuplace.serving_target"
 TAG_PLAN = "gpuplace.plan_id"
+TAG_VERDICT = "gpuplace.verdict"
 MLFLOW_PARENT = "mlflow.parentRunId"
+MLFLOW_NOTE = "mlflow.note.content"  # the run's Description in MLflow's UI (Markdown)
+# MLflow 3's UI opens an experiment by its kind: traces for GenAI, the runs table for model development.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+MODEL_DEVELOPMENT = "custom_model_development"
 MLFLOW_RUN_NAME = "mlflow.runName"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
 
@@ -46,6 +53,22 @@ ART_LOADTEST = "loadtest"
 ART_PLOTS = "plots"
 ART_REPORT = "report"
 ART_TABLES = "tables"
+
+
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves a local store by default
+
+
+def ui_url(config: TrackingConfig, experiment_id: str, run_id: str = "") -> str:
+    """The MLflow UI page of the experiment's runs (or of one run), in the "Model training" view.
+
+    MLflow 3.17.2's UI picks an experiment's landing page from its GenAI / Model training switch alone (the
+    ``workflowType`` URL parameter, else ``localStorage['mlflow.workflowType_v1']`` in the browser, else
+    GenAI), because its build hard-wires that switch on; the ``mlflow.experimentKind`` tag is read only
+    with the switch off. Nothing the server or the experiment holds changes it, so this link carries the
+    parameter, and opens on the runs (docs/tracking.md#what-a-reviewer-finds-where)."""
+    base = LOCAL_UI if config.local else config.uri.rstrip("/")
+    page = f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    return f"{base}/{page}?workflowType=machine_learning"
 
 
 def git_commit(start: Path | None = None) -> str:
@@ -85,14 +108,15 @@ def finite(metrics: Mapping[str, float]) -> dict[str, float]:
 
 def path_metric_dict(m: PathMetrics) -> dict[str, float]:
     """A path run's metrics: the same keys in every path run, so MLflow's compare view lines them up."""
+    f = m.figures()
     return finite(
         {
             "provisioning_s": m.provisioning_s,
-            "provisioning_p50_s": m.provisioning_p50_s,
-            "ttft_p50_ms": to_ms(m.ttft_p50_s),
-            "ttft_p99_ms": to_ms(m.ttft_p99_s),
-            "tpot_p50_ms": to_ms(m.tpot_p50_s),
-            "tpot_p99_ms": to_ms(m.tpot_p99_s),
+            "provisioning_p50_s": m.provisioning.p50,
+            "ttft_p50_ms": to_ms(m.ttft.p50),
+            "ttft_p99_ms": to_ms(m.ttft.p99),
+            "tpot_p50_ms": to_ms(m.tpot.p50),
+            "tpot_p99_ms": to_ms(m.tpot.p99),
             "goodput_rps": m.goodput_rps,
             "request_throughput_rps": m.request_throughput_rps,
             "completed_requests": float(m.completed),
@@ -108,18 +132,42 @@ def path_metric_dict(m: PathMetrics) -> dict[str, float]:
             "prediction_error_ratio": m.prediction_error,
             # the plan's prediction, for the planned GPU (param prediction_for); the errors exist only when
             # the requests were served by that GPU (param served_on)
-            "predicted_ttft_p50_ms": to_ms(m.predicted_ttft_p50_s),
-            "predicted_ttft_p99_ms": to_ms(m.predicted_ttft_p99_s),
-            "predicted_tpot_p50_ms": to_ms(m.predicted_tpot_p50_s),
-            "predicted_tpot_p99_ms": to_ms(m.predicted_tpot_p99_s),
-            "ttft_p50_error_ratio": m.ttft_p50_error,
-            "ttft_p99_error_ratio": m.ttft_p99_error,
-            "tpot_p50_error_ratio": m.tpot_p50_error,
-            "tpot_p99_error_ratio": m.tpot_p99_error,
+            **{
+                f"predicted_{x}_p{q}_ms": to_ms(f[f"predicted_{x}_p{q}_s"])
+                for x in METRICS
+                for q in CHECKED_PERCENTILES
+            },
+            **{f"{x}_p{q}_error_ratio": f[f"{x}_p{q}_error"] for x in METRICS for q in CHECKED_PERCENTILES},
             "latency_predictability_ratio": m.latency_predictability,
             "misplaced_pods": float(m.misplaced_pods),
         }
     )
+
+
+# A scored figure's PathMetrics field → its metric key in MLflow and the factor to the key's unit.
+_FIELD_KEYS: dict[str, tuple[str, float]] = {
+    "ttft_p99_s": ("ttft_p99_ms", 1e3),
+    "tpot_p99_s": ("tpot_p99_ms", 1e3),
+    "slo_attainment": ("slo_attainment_ratio", 1.0),
+    "prediction_error": ("prediction_error_ratio", 1.0),
+    "latency_predictability": ("latency_predictability_ratio", 1.0),
+}
+
+
+def interval_metric_dict(c: Comparison, path: str) -> dict[str, float]:
+    """The bounds of each scored figure's interval for one path: ``<metric>_ci_low`` / ``<metric>_ci_high``
+    beside the metric they bound (a figure measured once, or with no sampling noise, has none)."""
+    from gpuplace.compare.score import CRITERIA
+
+    out: dict[str, float] = {}
+    for crit, by_path in c.score.intervals.items():
+        low, high = by_path.get(path, (math.nan, math.nan))
+        if crit not in CRITERIA or low == high:
+            continue
+        field = CRITERIA[crit].field
+        key, scale = _FIELD_KEYS.get(field, (field, 1.0))
+        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = low * scale, high * scale
+    return finite(out)
 
 
 def path_params(m: PathMetrics) -> dict[str, str]:
@@ -141,8 +189,14 @@ def comparison_metric_dict(c: Comparison) -> dict[str, float]:
     for m in c.paths:
         out.update({f"{m.path}.{k}": v for k, v in path_metric_dict(m).items()})
         out[f"score.{m.path}"] = c.score.totals[m.path]
+        out[f"{m.path}.load_test_runs"] = float(c.score.runs.get(m.path, 1))
     out["score.margin"] = c.score.margin
     out["score.relative_margin"] = c.score.relative_margin
+    if c.score.noise_assessed:
+        out["score.margin_ci_low"], out["score.margin_ci_high"] = c.score.margin_interval
+        out["score.beyond_noise"] = float(c.score.beyond_noise)
+        for m in c.paths:
+            out.update({f"{m.path}.{k}": v for k, v in interval_metric_dict(c, m.path).items()})
     for crit, by_path in c.score.normalised.items():
         for path, value in by_path.items():
             out[f"normalised.{crit}.{path}"] = value
@@ -159,7 +213,8 @@ def comparison_metric_dict(c: Comparison) -> dict[str, float]:
 def comparison_params(c: Comparison) -> dict[str, str]:
     params = {f"weight.{k}": f"{v:g}" for k, v in c.score.weights.items()}
     params["penalty_usd_per_breach"] = f"{c.penalty_usd_per_breach:g}"
-    params.update({f"slo.{k}": f"{v:g}" for k, v in c.slo.items() if not math.isnan(v)})
+    params.update({f"runs.{p}": str(n) for p, n in c.score.runs.items()})  # load tests pooled per path
+    params.update({f"slo.{k}": f"{v:g}" for k, v in c.slo.to_json_dict().items() if v is not None})
     for name, scores in c.assessed.items():
         params.update({f"assessed.{name}.{p}": f"{v:g}" for p, v in scores.items()})
     if c.roi is not None:
@@ -183,18 +238,26 @@ def plan_metric_dict(plan: PlacementPlan) -> dict[str, float]:
     }
     pred = plan.prediction
     if pred is not None:
-        for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"):
-            out[f"predicted_{key[:-2]}_ms"] = to_ms(getattr(pred, key))
+        for m in METRICS:
+            for q in CHECKED_PERCENTILES:
+                out[f"predicted_{m}_p{q}_ms"] = to_ms(getattr(getattr(pred, m), f"p{q}"))
     return finite(out)
 
 
 def candidate_row(c: Candidate) -> dict[str, object]:
-    """One candidate as a flat table row (the prediction's fields prefixed ``predicted_``)."""
+    """One candidate as a flat table row (the prediction's fields prefixed ``predicted_``, its TTFT and TPOT
+    by their checked percentiles: ``predicted_ttft_p99_s``)."""
     row: dict[str, object] = {k: getattr(c, k) for k in c.__dataclass_fields__ if k != "prediction"} | {
         "label": c.label
     }
-    if c.prediction is not None:
-        row |= {f"predicted_{k}": getattr(c.prediction, k) for k in c.prediction.__dataclass_fields__}
+    p = c.prediction
+    if p is not None:
+        row |= {
+            f"predicted_{m}_p{q}_s": getattr(getattr(p, m), f"p{q}")
+            for m in METRICS
+            for q in CHECKED_PERCENTILES
+        }
+        row |= {f"predicted_{k}": getattr(p, k) for k in p.__dataclass_fields__ if k not in METRICS}
     return row
 
 

@@ -6,6 +6,10 @@ the profile Parquet as a dataset and one nested run per sweep point; a ``plan`` 
 plan.json and the manifests; one ``path`` run per orchestration path holds that path's metrics
 (identical keys, so MLflow's compare view lines them up), its deployment record and load-test
 records. Every input is optional, so a partial run (e.g. profile only) logs what exists.
+
+It logs values: the tracking step (:mod:`gpuplace.steps.track`) reads the files once and hands over the
+profile, the plan, each path's record, report and requests, with the files they came from, which are
+kept as artifacts (uploaded, never parsed here).
 """
 
 from __future__ import annotations
@@ -17,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuplace.deploy import RECORD_FILE
-from gpuplace.loadtest.io import RECORDS_JSONL, REPORT_FILE, SUMMARY_FILE, read_records
-from gpuplace.plandir import MANIFESTS_DIR, PLAN_FILE, PlanDir
+from gpuplace.plandir import PlanDir
+from gpuplace.report.render import verdict_line
 from gpuplace.tracking.client import RunHandle, Tracker
 from gpuplace.tracking.naming import (
     ART_DEPLOY,
@@ -30,14 +33,17 @@ from gpuplace.tracking.naming import (
     ART_PROFILE,
     ART_REPORT,
     ART_TABLES,
+    MLFLOW_NOTE,
     TAG_PATH,
     TAG_PLAN,
     TAG_STEP,
     TAG_TARGET,
+    TAG_VERDICT,
     candidate_row,
     comparison_metric_dict,
     comparison_params,
     git_commit,
+    interval_metric_dict,
     path_metric_dict,
     path_params,
     plan_metric_dict,
@@ -46,26 +52,35 @@ from gpuplace.tracking.naming import (
     point_params,
     profile_params,
 )
+from gpuplace.tracking.review import PathRecords, Span, description, loadtest_params, pipeline_params, spans
+from gpuplace.types import DeploymentRecord, LatencyProfile
 from gpuplace.types.compare import Comparison, PathMetrics
+from gpuplace.types.loadtest import LatencyReport, RequestResult
 from gpuplace.types.plan import PlacementPlan
 
 
 @dataclass(frozen=True, slots=True)
 class PathFiles:
-    """One orchestration path's files: ``deployment.json`` and the load test's output folder."""
+    """One orchestration path as its step read it: the deployment record, the load-test report and its
+    per-request records (values), and the files they came from, kept as the path run's artifacts."""
 
     path: str
-    deployment: Path | None = None
-    loadtest_dir: Path | None = None
+    record: DeploymentRecord | None = None
+    report: LatencyReport | None = None
+    requests: tuple[RequestResult, ...] = ()  # logged as the path's dataset
+    deployment_file: Path | None = None
+    loadtest_files: tuple[Path, ...] = ()  # report.json, records.jsonl, summary.md
+    requests_source: str = ""  # where the requests came from (the dataset's source)
 
 
 @dataclass(frozen=True, slots=True)
 class RunBundle:
-    """What one pipeline run produced, as files on disk plus the computed comparison."""
+    """What one pipeline run produced, as values (the files they came from kept as artifacts)."""
 
     name: str
     comparison: Comparison | None = None
-    profile: Path | None = None  # Parquet
+    profile: LatencyProfile | None = None
+    profile_file: Path | None = None  # its Parquet
     plan: PlanDir | None = None
     manifests: Path | None = None  # folder of rendered manifests (default: the plan directory's)
     paths: tuple[PathFiles, ...] = ()
@@ -85,7 +100,10 @@ def _plan_of(bundle: RunBundle) -> PlacementPlan | None:
 
 
 def log_pipeline_run(tracker: Tracker, bundle: RunBundle) -> str:
-    """Log ``bundle`` as one parent run with nested runs; returns the parent run id."""
+    """Log ``bundle`` as one parent run with nested runs; returns the parent run id.
+
+    The parent carries the pipeline's inputs as params and a Markdown description; every run spans its
+    step's recorded times (:mod:`gpuplace.tracking.review`)."""
     plan = _plan_of(bundle)
     commit = git_commit()
     tags = {**bundle.extra_tags}
@@ -95,11 +113,18 @@ def log_pipeline_run(tracker: Tracker, bundle: RunBundle) -> str:
         )
     if commit:
         tags.update({"gpuplace.git_commit": commit, "mlflow.source.git.commit": commit})
-    with tracker.run(bundle.name, "pipeline", tags=tags, kfp_run_id=bundle.kfp_run_id) as parent:
-        if bundle.profile is not None:
-            _log_profile(tracker, parent, bundle.profile, bundle.sweep_point_runs, tags)
+    profile = bundle.profile
+    records = [PathRecords(f.path, f.record, f.report) for f in bundle.paths]
+    span = spans(profile, records)
+    workload = next((r.report.workload for r in records if r.report is not None), {})
+    with tracker.run(
+        bundle.name, "pipeline", tags=tags, kfp_run_id=bundle.kfp_run_id, span=span.get("pipeline")
+    ) as parent:
+        tracker.log(parent, params=pipeline_params(plan, bundle.kfp_run_id, workload))
+        if bundle.profile_file is not None and profile is not None:
+            _log_profile(tracker, parent, bundle.profile_file, profile, bundle.sweep_point_runs, tags, span)
         if plan is not None:
-            _log_plan(tracker, parent, plan, bundle, tags)
+            _log_plan(tracker, parent, plan, bundle, tags, span.get("plan"))
         metrics_by_path = {m.path: m for m in bundle.comparison.paths} if bundle.comparison else {}
         for files in bundle.paths:  # a run without a comparison: its path's figures from its own files
             if files.path not in metrics_by_path and (measured := measured_path(files, plan)) is not None:
@@ -108,46 +133,61 @@ def log_pipeline_run(tracker: Tracker, bundle: RunBundle) -> str:
             n for n in metrics_by_path if n not in {p.path for p in bundle.paths}
         ]
         files_by_path = {p.path: p for p in bundle.paths}
+        reports = {r.path: r.report for r in records}
         for name in names:
-            _log_path(tracker, parent, name, files_by_path.get(name), metrics_by_path.get(name), tags)
+            intervals = interval_metric_dict(bundle.comparison, name) if bundle.comparison else {}
+            _log_path(
+                tracker,
+                parent,
+                PathLog(
+                    name, files_by_path.get(name), metrics_by_path.get(name), reports.get(name), intervals
+                ),
+                tags,
+                span.get(f"path: {name}"),
+            )
+        verdict = ""
         if bundle.comparison is not None:
+            verdict = verdict_line(bundle.comparison)
             _log_comparison(tracker, parent, bundle.comparison, bundle.report_dir, bundle.figures)
         else:  # the parent carries the measured figures too, so MLflow's run table can sort by them
             tracker.log(
                 parent,
                 {f"{n}.{k}": v for n, m in metrics_by_path.items() for k, v in path_metric_dict(m).items()},
             )
+        note = description(plan, list(metrics_by_path.values()), bundle.comparison, verdict)
+        tracker.log(parent, tags={MLFLOW_NOTE: note})
         return parent.run_id
 
 
 def measured_path(files: PathFiles, plan: PlacementPlan | None) -> PathMetrics | None:
     """A path's figures from its deployment record and load-test report (no fleet: cost and fragmentation
-    stay unknown); None when either file is missing."""
+    stay unknown); None when either is missing."""
     from gpuplace.compare.metrics import PathResult, path_metrics
-    from gpuplace.deploy import read_record
-    from gpuplace.loadtest.io import read_report
 
-    if files.deployment is None or files.loadtest_dir is None:
+    if files.record is None or files.report is None:
         return None
-    report = files.loadtest_dir / REPORT_FILE if files.loadtest_dir.is_dir() else files.loadtest_dir
-    if not report.is_file():
-        return None
-    result = PathResult(files.path, read_record(files.deployment), read_report(report))
+    result = PathResult(files.path, files.record, files.report)
     return path_metrics(
         result, plan=plan, fleet=None, catalog=None, fragmentation=None, penalty_usd_per_breach=0.0
     )
 
 
 def _log_profile(
-    tracker: Tracker, parent: RunHandle, parquet: Path, sweep_runs: bool, tags: dict[str, str]
+    tracker: Tracker,
+    parent: RunHandle,
+    parquet: Path,
+    profile: LatencyProfile,
+    sweep_runs: bool,
+    tags: dict[str, str],
+    span: Mapping[str, Span],
 ) -> None:
-    from gpuplace.profiling import load_profile, profile_to_frame
-    from gpuplace.profiling.step import point_key, profile_metrics
+    from gpuplace.profiling import profile_to_frame
+    from gpuplace.profiling.summary import point_key, profile_metrics
 
-    profile = load_profile(parquet)
     gpu = profile.device.catalog_gpu or profile.device.name
     step_tags = {**tags, TAG_STEP: "profile", "gpuplace.model": profile.model.name, "gpuplace.gpu_model": gpu}
-    with tracker.run("profile", "step", parent=parent, tags=step_tags) as run:
+    step_span = span.get("profile")
+    with tracker.run("profile", "step", parent=parent, tags=step_tags, span=step_span) as run:
         tracker.log(run, profile_metrics(profile), profile_params(profile))
         tracker.log_dataset(
             run, profile_to_frame(profile), name="profile", source=str(parquet), context="profile"
@@ -155,19 +195,27 @@ def _log_profile(
         tracker.log_artifact(run, parquet, ART_PROFILE)
         if sweep_runs:
             for r in profile.results:
-                with tracker.run(point_key(r), "sweep_point", parent=run, tags=step_tags) as point:
-                    tracker.log(point, point_metric_dict(r), point_params(r))
+                # a sweep point records no times of its own: it spans its profile step
+                with tracker.run(
+                    point_key(r), "sweep_point", parent=run, tags=step_tags, span=step_span
+                ) as p:
+                    tracker.log(p, point_metric_dict(r), point_params(r))
 
 
 def _log_plan(
-    tracker: Tracker, parent: RunHandle, plan: PlacementPlan, bundle: RunBundle, tags: dict[str, str]
+    tracker: Tracker,
+    parent: RunHandle,
+    plan: PlacementPlan,
+    bundle: RunBundle,
+    tags: dict[str, str],
+    span: Span | None,
 ) -> None:
-    with tracker.run("plan", "step", parent=parent, tags={**tags, TAG_STEP: "plan"}) as run:
+    with tracker.run("plan", "step", parent=parent, tags={**tags, TAG_STEP: "plan"}, span=span) as run:
         tracker.log(run, plan_metric_dict(plan), plan_params(plan))
         manifests = bundle.manifests
         if bundle.plan is not None:
-            tracker.log_artifact(run, bundle.plan.path / PLAN_FILE, ART_PLAN)
-            manifests = manifests or bundle.plan.path / MANIFESTS_DIR
+            tracker.log_artifact(run, bundle.plan.plan_file, ART_PLAN)
+            manifests = manifests or bundle.plan.manifests_dir
         if manifests is not None and manifests.is_dir():
             for f in sorted(manifests.iterdir()):
                 tracker.log_artifact(run, f, ART_MANIFESTS)
@@ -184,47 +232,55 @@ def _columns(rows: Sequence[Mapping[str, object]]) -> dict[str, list[object]]:
     return {k: [r.get(k) for r in rows] for k in keys}
 
 
+@dataclass(frozen=True, slots=True)
+class PathLog:
+    """What one path run logs: its files, its figures, its load test and its figures' interval bounds."""
+
+    name: str
+    files: PathFiles | None
+    metrics: PathMetrics | None
+    report: LatencyReport | None
+    intervals: Mapping[str, float]
+
+
 def _log_path(
-    tracker: Tracker,
-    parent: RunHandle,
-    name: str,
-    files: PathFiles | None,
-    metrics: PathMetrics | None,
-    tags: dict[str, str],
+    tracker: Tracker, parent: RunHandle, p: PathLog, tags: dict[str, str], span: Span | None
 ) -> None:
+    name, files, metrics = p.name, p.files, p.metrics
     path_tags = {**tags, TAG_PATH: name}
     if metrics is not None:
         path_tags[TAG_TARGET] = metrics.serving_target
-    with tracker.run(f"path: {name}", "path", parent=parent, tags=path_tags) as run:
+    with tracker.run(f"path: {name}", "path", parent=parent, tags=path_tags, span=span) as run:
+        params = loadtest_params(p.report) if p.report is not None else {}
         if metrics is not None:
-            tracker.log(run, path_metric_dict(metrics), path_params(metrics))
+            tracker.log(run, {**path_metric_dict(metrics), **p.intervals}, {**path_params(metrics), **params})
+        elif params:
+            tracker.log(run, params=params)
         if files is None:
             return
-        if files.deployment is not None:
-            dep = files.deployment / RECORD_FILE if files.deployment.is_dir() else files.deployment
-            tracker.log_artifact(run, dep, ART_DEPLOY)
-        if files.loadtest_dir is not None:
-            lt = files.loadtest_dir if files.loadtest_dir.is_dir() else files.loadtest_dir.parent
-            for fname in (REPORT_FILE, RECORDS_JSONL, SUMMARY_FILE):
-                if (lt / fname).is_file():
-                    tracker.log_artifact(run, lt / fname, ART_LOADTEST)
-            records = lt / RECORDS_JSONL
-            if records.is_file():
-                import pandas as pd
+        if files.deployment_file is not None:
+            tracker.log_artifact(run, files.deployment_file, ART_DEPLOY)
+        for f in files.loadtest_files:
+            tracker.log_artifact(run, f, ART_LOADTEST)
+        if files.requests:
+            import pandas as pd
 
-                rows = [r.to_json_dict() for r in read_records(records)]
-                frame = pd.DataFrame(rows).drop(columns=["chunk_times_s"], errors="ignore")
-                if not frame.empty:
-                    tracker.log_dataset(
-                        run, frame, name=f"loadtest-{name}", source=str(records), context="loadtest"
-                    )
+            rows = [r.to_json_dict() for r in files.requests]
+            frame = pd.DataFrame(rows).drop(columns=["chunk_times_s"], errors="ignore")
+            if not frame.empty:
+                tracker.log_dataset(
+                    run, frame, name=f"loadtest-{name}", source=files.requests_source, context="loadtest"
+                )
 
 
 def _log_comparison(
     tracker: Tracker, parent: RunHandle, c: Comparison, report_dir: Path | None, figures: Mapping[str, Any]
 ) -> None:
     tracker.log(
-        parent, comparison_metric_dict(c), comparison_params(c), {"gpuplace.winner": c.score.winner or "tie"}
+        parent,
+        comparison_metric_dict(c),
+        comparison_params(c),
+        {"gpuplace.winner": c.score.winner or "none", TAG_VERDICT: verdict_line(c).replace("**", "")[:5000]},
     )
     tracker.log_text(parent, json.dumps(c.to_json_dict(), indent=2), "comparison/comparison.json")
     rows = []

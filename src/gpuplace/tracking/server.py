@@ -50,8 +50,11 @@ class LocalServer:
             pass
 
 
-def start_local_server(workdir: str | Path, *, port: int = 0, timeout_s: float = 180.0) -> LocalServer:
-    """Start ``mlflow server`` on 127.0.0.1 with its store under ``workdir``; wait until it answers."""
+def start_local_server(
+    workdir: str | Path, *, port: int = 0, host: str = "127.0.0.1", timeout_s: float = 180.0
+) -> LocalServer:
+    """Start ``mlflow server`` on ``host`` (loopback; the real testenv node's gateway for its pods) with its
+    store under ``workdir``; wait until it answers."""
     root = Path(workdir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -66,7 +69,7 @@ def start_local_server(workdir: str | Path, *, port: int = 0, timeout_s: float =
         "--artifacts-destination",
         str(root / "artifacts"),
         "--host",
-        "127.0.0.1",
+        host,
         "--port",
         str(port),
         "--workers",
@@ -74,7 +77,7 @@ def start_local_server(workdir: str | Path, *, port: int = 0, timeout_s: float =
     ]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    server = LocalServer(f"http://127.0.0.1:{port}", proc, log)
+    server = LocalServer(f"http://{host}:{port}", proc, log)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -6,8 +6,8 @@ HTTP library, so the planner, the extender and the benchmarks can use them anywh
 field names (``_s``, ``_gib``, ``_gbps``: GB/s, 10^9 bytes per second, ``_usd_per_hour``); times are
 seconds everywhere inside gpuplace. One module per area, in dependency order: ``stats`` (distributions,
 JSON helpers), ``catalog`` (GPUs, model shapes), ``profile``, ``fleet``, ``workload`` (traffic),
-``serving`` (the serving spec), ``plan`` (SLO, candidates, the plan), ``deploy``, ``loadtest``,
-``compare``; this package re-exports the names most steps use.
+``serving`` (the serving spec), ``plan`` (SLO, candidates, the plan), ``latency`` (predicted against
+measured), ``deploy``, ``loadtest``, ``compare``; this package re-exports the names most steps use.
 """
 
 from gpuplace.types.catalog import GpuSpec, MigProfile, ModelArch

@@ -41,17 +41,33 @@ class GpuSpec:
     compute_slices: int = 0  # MIG compute slices of the whole GPU (7 on A100/H100/H200), 0 without MIG
     memory_slices: int = 0
     mig_profiles: tuple[MigProfile, ...] = ()
+    fp8_tflops: float = 0.0  # dense FP8 tensor-core TFLOP/s; 0 where the GPU has no FP8 tensor cores
+    # GPUs one NVLink domain joins: 8 on an HGX board, 72 on a GB200 NVL72 rack (across its nodes), 2 for
+    # bridged PCIe pairs, 1 without NVLink; 0 = not recorded (derived: :attr:`nvlink_domain`)
+    nvlink_domain_gpus: int = 0
 
     @property
     def mig_capable(self) -> bool:
         return bool(self.mig_profiles)
 
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs one NVLink domain joins: the catalog's figure, else 8 on an SXM board with NVLink, 2 for
+        a PCIe card with an NVLink bridge, 1 without NVLink."""
+        if self.nvlink_domain_gpus > 0:
+            return self.nvlink_domain_gpus
+        if self.nvlink_gbps <= 0:
+            return 1
+        return 2 if self.form_factor == "pcie" else 8
+
     def peak_tflops(self, dtype: str) -> float:
-        """Dense tensor TFLOP/s for a torch dtype name; fp32 is not tabulated and returns NaN."""
+        """Dense tensor TFLOP/s for a torch dtype name (or ``fp8``); fp32 is not tabulated and returns NaN."""
         if dtype in ("bfloat16", "bf16"):
             return self.bf16_tflops
         if dtype in ("float16", "fp16", "half"):
             return self.fp16_tflops
+        if dtype in ("fp8", "float8_e4m3fn"):
+            return self.fp8_tflops
         return math.nan
 
 

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuplace.types.plan import PlacementPlan
-from gpuplace.types.stats import json_clean, json_num
+from gpuplace.types.latency import CHECKED_PERCENTILES, METRICS, PredictedVsMeasured
+from gpuplace.types.plan import PlacementPlan, Slo
+from gpuplace.types.stats import Distribution, json_clean, json_num
 from gpuplace.units import WEEKS_PER_QUARTER
 
 PATHS: tuple[str, ...] = ("native", "kubeflow")
@@ -28,19 +29,17 @@ class PathMetrics:
 
     Every figure is computed from what was measured (the placement read back from the API, the load
     test, the clock); a figure the measurement cannot give is NaN, with a note saying why — never the
-    plan's. ``*_source`` fields say how a figure was computed; ``predicted_*`` are the plan's, for
-    ``prediction_for`` (the planned GPU), and ``prediction_error`` is computed only when the requests were
-    served by that GPU (``served_on``).
+    plan's. ``*_source`` fields say how a figure was computed. ``latency`` holds the measured TTFT and
+    TPOT beside the plan's prediction for ``prediction_for`` (the planned GPU); its errors apply only when
+    the requests were served by that GPU (``served_on``). :meth:`figures` is the flat view by figure name
+    (``ttft_p99_s``, ...) that the score, MLflow and the report read.
     """
 
     path: str
     serving_target: str  # the deploy target: "kubernetes" or "local"
     provisioning_s: float  # first pod created → last pod ready to serve (first successful request)
-    provisioning_p50_s: float  # median per-pod created → ready to serve
-    ttft_p50_s: float
-    ttft_p99_s: float
-    tpot_p50_s: float
-    tpot_p99_s: float
+    provisioning: Distribution  # per pod: created → ready to serve
+    latency: PredictedVsMeasured  # TTFT and TPOT measured, beside the plan's prediction
     goodput_rps: float
     request_throughput_rps: float
     completed: int
@@ -53,8 +52,6 @@ class PathMetrics:
     fragmentation_ratio: float  # fragmentation_gpus / whole GPUs in the fleet; NaN without the fleet
     sla_breaches_per_month: float
     sla_breach_cost_usd_per_month: float
-    prediction_error: float  # mean |measured − predicted| / predicted over p99 TTFT and TPOT
-    latency_predictability: float  # mean of p50/p99 over TTFT and TPOT: 1 = no tail
     misplaced_pods: int = 0
     cost_source: str = ""
     fragmentation_source: str = ""
@@ -64,19 +61,58 @@ class PathMetrics:
     gpu_ids: tuple[str, ...] = ()  # measured: DRA-allocated devices; () at node level
     served_on: str = ""  # the device that served the load test
     prediction_for: str = ""  # the planned unit the prediction is for
-    predicted_ttft_p99_s: float = math.nan
-    predicted_tpot_p99_s: float = math.nan
-    ttft_p99_error: float = math.nan  # (measured − predicted) / predicted; NaN unless served_on matches
-    tpot_p99_error: float = math.nan
-    predicted_ttft_p50_s: float = math.nan
-    predicted_tpot_p50_s: float = math.nan
-    ttft_p50_error: float = math.nan  # likewise, at the median
-    tpot_p50_error: float = math.nan
+
+    @property
+    def ttft(self) -> Distribution:
+        return self.latency.ttft.measured
+
+    @property
+    def tpot(self) -> Distribution:
+        return self.latency.tpot.measured
+
+    @property
+    def prediction_error(self) -> float:
+        """Mean |measured − predicted| / predicted over p99 TTFT and TPOT; NaN when it does not apply."""
+        return self.latency.mean_abs_p99_error()
+
+    @property
+    def latency_predictability(self) -> float:
+        """Mean of p50/p99 over TTFT and TPOT: 1 when the tail equals the median, towards 0 as it grows."""
+        ratios = [d.p50 / d.p99 for d in (self.ttft, self.tpot) if d.count and d.p99 > 0]
+        return sum(ratios) / len(ratios) if ratios else math.nan
+
+    def figures(self) -> dict[str, float]:
+        """Every scalar figure by name: the number fields, the checked percentiles of TTFT and TPOT as
+        measured (``ttft_p99_s``), as predicted (``predicted_ttft_p99_s``) and their relative errors
+        (``ttft_p99_error``), the median provisioning, the prediction error and the predictability."""
+        out = {
+            name: float(getattr(self, name))
+            for name, f in PathMetrics.__dataclass_fields__.items()
+            if f.type in ("float", "int")
+        }
+        out["provisioning_p50_s"] = self.provisioning.p50
+        for m in METRICS:
+            checked = self.latency.metric(m)
+            for q in CHECKED_PERCENTILES:
+                out[f"{m}_p{q}_s"] = getattr(checked.measured, f"p{q}")
+                out[f"predicted_{m}_p{q}_s"] = getattr(checked.predicted, f"p{q}")
+                out[f"{m}_p{q}_error"] = self.latency.error(m, q)
+        out["prediction_error"] = self.prediction_error
+        out["latency_predictability"] = self.latency_predictability
+        return out
+
+    def figure(self, name: str) -> float:
+        return self.figures()[name]
 
     def to_json_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key in ("notes", "nodes", "gpu_ids"):
-            data[key] = list(getattr(self, key))
+        data: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, Distribution | PredictedVsMeasured):
+                value = value.to_json_dict()
+            elif isinstance(value, tuple):
+                value = list(value)
+            data[name] = value
         return dict(json_clean(data))
 
     @classmethod
@@ -87,7 +123,11 @@ class PathMetrics:
                 continue
             value = data[name]
             if f.type == "float":
-                value = math.nan if value is None else float(value)
+                value = json_num(value)
+            elif f.type == "Distribution":
+                value = Distribution.from_json_dict(value)
+            elif f.type == "PredictedVsMeasured":
+                value = PredictedVsMeasured.from_json_dict(value)
             known[name] = value
         for key in ("notes", "nodes", "gpu_ids"):
             known[key] = tuple(known.get(key) or ())
@@ -125,10 +165,30 @@ class ScoreCard:
     normalisation: Mapping[str, str] = field(default_factory=dict)  # criterion → how it was scored
     # weighted criteria left out of the verdict because a path's figure is unknown → why
     excluded: Mapping[str, str] = field(default_factory=dict)
+    # The noise (gpuplace.compare.noise): the path ahead on points (even when ``winner`` is "" because
+    # its margin is within the noise), the interval of its margin, each criterion's figure interval per
+    # path and how it was obtained, and the criteria scored as ties because their intervals overlap.
+    leader: str = ""
+    margin_interval: tuple[float, float] = (math.nan, math.nan)
+    intervals: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
+    interval_method: Mapping[str, str] = field(default_factory=dict)
+    tied: tuple[str, ...] = ()
+    confidence: float = math.nan
+    resamples: int = 0
+    noise_assessed: bool = False
+    runs: Mapping[str, int] = field(default_factory=dict)  # path → load-test runs pooled (repeats)
+
+    @property
+    def beyond_noise(self) -> bool:
+        """Whether the winner's margin is beyond the noise (False when noise was not assessed)."""
+        return self.noise_assessed and bool(self.winner)
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["flips"] = [asdict(f) for f in self.flips]
+        data["margin_interval"] = list(self.margin_interval)
+        data["intervals"] = {c: {p: list(iv) for p, iv in v.items()} for c, v in self.intervals.items()}
+        data["tied"] = list(self.tied)
         return dict(json_clean(data))
 
     @classmethod
@@ -156,7 +216,25 @@ class ScoreCard:
             ),
             normalisation={str(k): str(v) for k, v in (data.get("normalisation") or {}).items()},
             excluded={str(k): str(v) for k, v in (data.get("excluded") or {}).items()},
+            leader=str(data.get("leader") or data["winner"]),
+            margin_interval=_pair(data.get("margin_interval")),
+            intervals={
+                str(c): {str(p): _pair(iv) for p, iv in v.items()}
+                for c, v in (data.get("intervals") or {}).items()
+            },
+            interval_method={str(k): str(v) for k, v in (data.get("interval_method") or {}).items()},
+            tied=tuple(data.get("tied") or ()),
+            confidence=json_num(data.get("confidence")),
+            resamples=int(data.get("resamples") or 0),
+            noise_assessed=bool(data.get("noise_assessed")),
+            runs={str(k): int(v) for k, v in (data.get("runs") or {}).items()},
         )
+
+
+def _pair(value: Any) -> tuple[float, float]:
+    if not value:
+        return math.nan, math.nan
+    return json_num(value[0]), json_num(value[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +292,7 @@ class Comparison:
     roi: Roi | None
     plan: PlacementPlan | None
     penalty_usd_per_breach: float
-    slo: Mapping[str, float]
+    slo: Slo  # the SLO the load tests judged by (the first path's report)
     assessed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -233,7 +311,7 @@ class Comparison:
                     "roi": self.roi.to_json_dict() if self.roi else None,
                     "plan": None if self.plan is None else self.plan.to_json_dict(),
                     "penalty_usd_per_breach": self.penalty_usd_per_breach,
-                    "slo": dict(self.slo),
+                    "slo": self.slo.to_json_dict(),
                     "assessed": {k: dict(v) for k, v in self.assessed.items()},
                     "notes": list(self.notes),
                 }
@@ -248,7 +326,7 @@ class Comparison:
             roi=Roi.from_json_dict(data["roi"]) if data.get("roi") else None,
             plan=PlacementPlan.from_json_dict(data["plan"]) if data.get("plan") else None,
             penalty_usd_per_breach=float(data["penalty_usd_per_breach"]),
-            slo={k: json_num(v) for k, v in (data.get("slo") or {}).items()},
+            slo=Slo.from_json_dict(data.get("slo") or {}),
             assessed={k: dict(v) for k, v in (data.get("assessed") or {}).items()},
             notes=tuple(data.get("notes") or ()),
         )

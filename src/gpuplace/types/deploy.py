@@ -7,7 +7,8 @@ are epoch seconds (``time.time()``), NaN when a pod never reached that state.
 Every field of a :class:`PodRecord` is read back from the thing it names (the API, the server, the local
 clock) except those called ``planned_*``, which are the plan's and are there only to compare against.
 GPU ids are measured only where the API names devices (DRA claim allocations); with the device plugin
-the record says "node level" and carries none.
+the record says "node level" and carries none. Beside each GPU id the record keeps the allocation as the
+API said it (:class:`DraDevice`: driver, pool, device), so the mapping to the inventory's id can be checked.
 """
 
 from __future__ import annotations
@@ -23,7 +24,19 @@ from gpuplace.types.stats import Distribution
 DEVICE_LEVEL = "device"  # GPU devices read from DRA claim allocations
 NODE_LEVEL = "node"  # GPUs through the device plugin: the API says which node, not which devices
 NO_GPU = "none"  # no GPU asked for (the local target on a CPU), or not scheduled
-_TIMES = ("created_at_s", "scheduled_at_s", "ready_at_s", "serving_at_s")
+_TIMES = ("created_at_s", "scheduled_at_s", "ready_at_s", "serving_at_s", "running_at_s", "image_at_s")
+
+
+@dataclass(frozen=True, slots=True)
+class DraDevice:
+    """One device of a ResourceClaim's allocation as the API names it, and the inventory GPU it maps to."""
+
+    driver: str  # e.g. gpu.nvidia.com
+    pool: str  # the ResourceSlice pool, e.g. h100-a-0
+    device: str  # the driver's device name in that pool, e.g. gpu-0
+    gpu_id: str = ""  # the inventory's id (h100-a-0/gpu0); "" when the slice's attributes do not say
+    claim: str = ""  # the ResourceClaim
+    request: str = ""  # the claim's request the device was allocated for
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +53,16 @@ class PodRecord:
     serving_at_s: float = math.nan  # ready to serve: the first successful request
     gpu_ids: tuple[str, ...] = ()  # measured: inventory ids of the devices DRA allocated; () otherwise
     planned_gpu_ids: tuple[str, ...] = ()  # the plan's GPU set for this replica, for comparison only
+    dra_devices: tuple[DraDevice, ...] = ()  # measured: the claims' allocations, each with its gpu_id
     placement_level: str = ""  # DEVICE_LEVEL | NODE_LEVEL | NO_GPU; "" when not read back
     gpu_resource: str = ""  # what the pod took its GPUs as: nvidia.com/gpu, nvidia.com/mig-<p>, a DRA class
     gpu_count: int = 0  # devices of gpu_resource the pod holds (DRA: allocated devices)
     endpoint: str = ""  # where this replica answered its first successful request
     timing: str = ""  # "watch" (local clock, sub-second), "api" (1 s timestamps), "process" (local target)
     mismatches: tuple[str, ...] = ()  # how the measured placement differs from the plan's
+    running_at_s: float = math.nan  # phase Running (watch): the container started, or KWOK said so
+    image_at_s: float = math.nan  # the kubelet's Pulled event (1 s resolution); NaN where no kubelet ran
+    runtime: str = ""  # what ran this pod's server: containerd/runc, the KWOK stand-in, a local process
 
     @property
     def provisioning_s(self) -> float:
@@ -60,6 +77,25 @@ class PodRecord:
     @property
     def scheduling_s(self) -> float:
         return self.scheduled_at_s - self.created_at_s
+
+    @property
+    def image_s(self) -> float:
+        """Scheduled → the image is on the node (the Pulled event, 1 s resolution, so 0 when it rounds
+        below the scheduling); NaN where no kubelet ran the pod."""
+        took = self.image_at_s - self.scheduled_at_s
+        return took if math.isnan(took) else max(0.0, took)
+
+    @property
+    def container_start_s(self) -> float:
+        """The image on the node (else scheduled) → Running: sandbox, network and the container's start."""
+        image = self.image_at_s
+        since = self.scheduled_at_s if math.isnan(image) else max(image, self.scheduled_at_s)
+        return self.running_at_s - since
+
+    @property
+    def server_start_s(self) -> float:
+        """Running → ready to serve: the server builds and loads the model and answers its first request."""
+        return self.serving_at_s - self.running_at_s
 
     @property
     def misplaced(self) -> bool:
@@ -132,6 +168,7 @@ class DeploymentRecord:
                 fields[t] = math.nan if fields.get(t) is None else float(fields[t])
             for t in ("gpu_ids", "planned_gpu_ids", "mismatches"):
                 fields[t] = tuple(fields.get(t) or ())
+            fields["dra_devices"] = tuple(DraDevice(**d) for d in fields.get("dra_devices") or ())
             pods.append(PodRecord(**fields))
         known["pods"] = tuple(pods)
         known["notes"] = tuple(known.get("notes") or ())

@@ -21,6 +21,7 @@ from gpuplace.errors import InvalidInput
 from gpuplace.types.plan import Prediction
 from gpuplace.types.serving import ENGINE_FIELDS, EngineParams, frozen_sources
 from gpuplace.types.stats import Distribution
+from gpuplace.units import to_ms
 
 __all__ = [
     "ENGINE_FIELDS",
@@ -209,11 +210,11 @@ class EngineStepProfile:
     def describe(self) -> str:
         """One line: the fitted step model, the request overhead and how well the fit holds."""
         return (
-            f"{self.engine} on {self.device_name} ({self.model}): step = {self.fixed_s * 1e3:.2f} ms "
+            f"{self.engine} on {self.device_name} ({self.model}): step = {to_ms(self.fixed_s):.2f} ms "
             f"+ {self.per_token_s * 1e6:.1f} µs/token + {self.per_seq_s * 1e6:.1f} µs/sequence "
             f"+ {self.per_context_token_s * 1e9:.1f} ns/context token; request overhead "
-            f"{self.request_overhead_s * 1e3:.2f} ms, work per arriving request "
-            f"{self.request_work_s * 1e3:.2f} ms{self._describe_wake()}; "
+            f"{to_ms(self.request_overhead_s):.2f} ms, work per arriving request "
+            f"{to_ms(self.request_work_s):.2f} ms{self._describe_wake()}; "
             f"fit RMS error {self.rms_relative_error:.0%} "
             f"over {len(self.samples)} samples"
         )
@@ -222,7 +223,7 @@ class EngineStepProfile:
         if not self.wake:
             return ""
         idle, extra = self.wake[-1]
-        return f", an idle engine wakes in up to {extra * 1e3:.2f} ms (after {idle * 1e3:.0f} ms idle)"
+        return f", an idle engine wakes in up to {to_ms(extra):.2f} ms (after {to_ms(idle):.0f} ms idle)"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -314,12 +315,28 @@ class SimulatedRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineStep:
+    """One step of the simulated engine as its scheduler chose it (``simulate(..., trace=True)``).
+
+    Requests are named by their index in arrival order (as :class:`SimulatedRequest`): ``decodes`` each
+    computed one token, ``prefills`` are ``(request, tokens)`` chunks of a prompt (or of a preempted
+    request's recompute), ``preempted`` were preempted while this step was scheduled.
+    """
+
+    start_s: float
+    decodes: tuple[int, ...]
+    prefills: tuple[tuple[int, int], ...]
+    preempted: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ServingPrediction:
     """What the simulation of one replica predicts, over the requests kept after warm-up.
 
     ``stable`` is False when the backlog grew without bound (the replica cannot keep up): the
-    latencies are then infinite. ``mean_running`` is the time-average number of running requests,
-    ``max_running`` its maximum; ``peak_kv_blocks`` an upper bound of the KV blocks in use.
+    latencies are then infinite. ``itl`` pools every inter-token gap (vLLM's ITL). ``mean_running`` is
+    the time-average number of running requests, ``max_running`` its maximum; ``peak_kv_blocks`` an
+    upper bound of the KV blocks in use.
     """
 
     ttft: Distribution
@@ -334,16 +351,18 @@ class ServingPrediction:
     simulated_s: float
     stable: bool
     requests: tuple[SimulatedRequest, ...] = field(default=(), repr=False)
+    # inter-token latency: every gap between two tokens of a request, pooled over the requests (vLLM's
+    # ``itl``); a step's duration counts once per sequence it decodes
+    itl: Distribution = field(default_factory=lambda: Distribution.of(()))
+    trace: tuple[EngineStep, ...] = field(default=(), repr=False)
 
     def to_prediction(self, memory_per_gpu_gib: float) -> Prediction:
         """As the plan's :class:`~gpuplace.types.plan.Prediction` (``concurrency``: mean requests in
         flight by Little's law; ``max_batch``: the most requests that ran at once)."""
         inflight = self.throughput_rps * self.e2e.mean if self.stable else math.inf
         return Prediction(
-            ttft_p50_s=self.ttft.p50,
-            ttft_p99_s=self.ttft.p99,
-            tpot_p50_s=self.tpot.p50,
-            tpot_p99_s=self.tpot.p99,
+            ttft=self.ttft,
+            tpot=self.tpot,
             concurrency=inflight,
             max_batch=max(1, self.max_running),
             memory_per_gpu_gib=memory_per_gpu_gib,

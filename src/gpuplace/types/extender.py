@@ -16,15 +16,10 @@ TOPOLOGY_REQUIREMENTS: tuple[str, ...] = ("none", "numa", "pcie-switch", "nvlink
 class GpuRequest:
     """The GPUs one pod asks for: ``count`` devices of ``resource`` meeting ``topology`` and ``models``."""
 
-    resource: str = "nvidia.com/gpu"  # or nvidia.com/mig-<profile>
+    resource: str  # labels.GPU_RESOURCE, or labels.MIG_RESOURCE_PREFIX + a profile
     count: int = 0  # 0: the pod asks for no GPU
     topology: str = "none"  # one of TOPOLOGY_REQUIREMENTS
     models: tuple[str, ...] = ()  # accepted GPU models (catalog names or products), lower case; () = any
-
-    @property
-    def mig_profile(self) -> str:
-        prefix = "nvidia.com/mig-"
-        return self.resource[len(prefix) :] if self.resource.startswith(prefix) else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,11 +56,6 @@ class GpuDevice:
         """Whether the product matched a catalog entry (the planner only places on known GPUs)."""
         return bool(self.gpu)
 
-    @property
-    def resource_name(self) -> str:
-        """The extended resource the device plugin advertises it as under the ``mixed`` strategy."""
-        return f"nvidia.com/mig-{self.mig_profile}" if self.mig_profile else "nvidia.com/gpu"
-
 
 @dataclass(frozen=True, slots=True)
 class Node:
@@ -99,11 +94,25 @@ class Node:
         return self.cpu_cores // max(self.numa_nodes, 1)
 
 
+# This machine as the fleet: planned with its own measured engine, served by the local engine.
+LOCAL_INVENTORY = "local"
+
+
+def is_local_inventory(inventory: str) -> bool:
+    """Whether an inventory (as given, or an Inventory's or a plan's source) is this machine: the one
+    answer to "is this a local plan"."""
+    return inventory == LOCAL_INVENTORY
+
+
 @dataclass(frozen=True, slots=True)
 class Inventory:
     nodes: tuple[Node, ...]
-    source: str = ""  # "cluster", a fleet file path, a bundled fleet name, or a trace path
+    source: str = ""  # "cluster", a fleet file path, a bundled fleet name, a trace path, or LOCAL_INVENTORY
     warnings: tuple[str, ...] = ()  # what the loader kept but could not fully interpret
+
+    @property
+    def is_local(self) -> bool:
+        return is_local_inventory(self.source)
 
     @property
     def gpu_count(self) -> int:

@@ -114,14 +114,14 @@ class LatencyReport:
     slo_met: bool | None = None  # None when the SLO has no bound
     interrupted: bool = False
     workload: Mapping[str, Any] = field(default_factory=dict)  # how the load was generated
+    started_at_s: float = math.nan  # wall clock (epoch s) when the run started, and when it ended
+    finished_at_s: float = math.nan
 
     def to_json_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if isinstance(value, Distribution):
-                data[name] = {k: _nan_to_none(v) for k, v in asdict(value).items()}
-            elif isinstance(value, Slo):
+            if isinstance(value, Distribution | Slo):
                 data[name] = value.to_json_dict()
             elif isinstance(value, Mapping):
                 data[name] = dict(value)
@@ -137,9 +137,7 @@ class LatencyReport:
                 continue
             value = data[name]
             if f.type == "Distribution":
-                stats = {k: (math.nan if v is None else v) for k, v in value.items()}
-                count = int(stats.pop("count"))
-                known[name] = Distribution(count=count, **stats)
+                known[name] = Distribution.from_json_dict(value)
             elif name == "slo":
                 known[name] = Slo.from_json_dict(value)
             elif value is None and f.type == "float":

@@ -14,12 +14,22 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuplace.errors import GpuplaceError, InvalidInput
+from gpuplace.types.fleet import is_local_inventory
 from gpuplace.types.serving import EngineParams, ServingSpec
-from gpuplace.types.stats import json_clean, json_num
+from gpuplace.types.stats import Distribution, json_clean, json_num
 from gpuplace.types.workload import Traffic
-from gpuplace.units import HOURS_PER_MONTH
+from gpuplace.units import HOURS_PER_MONTH, seconds, to_ms
 
 _SLO_FIX = "e.g. p99 TTFT 2 s, p99 TPOT 0.05 s, 5 req/s"
+# A placement whose GPU-fit score is lower is rejected; the one default (the plan_placement component
+# spells it in its signature, and a test holds it equal).
+DEFAULT_FIT_THRESHOLD = 0.85
+# The shape kinds a plan may choose from, and how it may judge the SLO (gpuplace.planner.request).
+KINDS: tuple[str, ...] = ("whole", "mig", "shared")
+MARGINS: tuple[str, ...] = ("none", "band")
+# local plans: the highest rate, as a share of the local engine's measured fluid capacity, to plan
+# (transformers serve admits without a cap and collapsed above it: docs/placement.md "Headroom")
+DEFAULT_MAX_LOAD_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,10 +60,11 @@ class Slo:
     def from_ms(
         cls, *, ttft_ms: float | None = None, tpot_ms: float | None = None, rate_rps: float | None = None
     ) -> Slo:
-        """From the edges' spelling: milliseconds, and 0 or None for "no bound" (KFP has no None)."""
+        """From the edges' spelling: milliseconds, and 0 or None for "no bound" (KFP has no None). The one
+        reading of an SLO given in milliseconds: every flag and component parameter comes through here."""
         return cls(
-            ttft_p99_s=ttft_ms / 1000 if ttft_ms else None,
-            tpot_p99_s=tpot_ms / 1000 if tpot_ms else None,
+            ttft_p99_s=seconds(ttft_ms) if ttft_ms else None,
+            tpot_p99_s=seconds(tpot_ms) if tpot_ms else None,
             rate_rps=rate_rps or None,
         )
 
@@ -85,7 +96,7 @@ class Slo:
     def describe(self) -> str:
         """``p99 TTFT ≤ 2000 ms, p99 TPOT ≤ 50 ms at 5 req/s`` (milliseconds: this is an edge)."""
         parts = [
-            f"p99 {label} ≤ {value * 1000:g} ms"
+            f"p99 {label} ≤ {to_ms(value):g} ms"
             for label, value in (("TTFT", self.ttft_p99_s), ("TPOT", self.tpot_p99_s))
             if value is not None
         ]
@@ -106,12 +117,13 @@ class Slo:
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """Predicted latency of one replica at its share of the rate; ``stable`` False when it cannot keep up."""
+    """Predicted latency of one replica at its share of the rate; ``stable`` False when it cannot keep up
+    (its latencies are then infinite). TTFT and TPOT are the simulation's distributions (seconds), so a
+    prediction compares with a load test's figure by figure
+    (:class:`~gpuplace.types.latency.PredictedVsMeasured`)."""
 
-    ttft_p50_s: float
-    ttft_p99_s: float
-    tpot_p50_s: float
-    tpot_p99_s: float
+    ttft: Distribution
+    tpot: Distribution
     concurrency: float  # mean requests in flight per replica (Little's law)
     max_batch: int  # planned concurrency per replica (its 99th percentile), what memory is sized for
     memory_per_gpu_gib: float
@@ -233,6 +245,11 @@ class PlacementPlan:
     def prediction(self) -> Prediction | None:
         return self.chosen.prediction
 
+    @property
+    def is_local(self) -> bool:
+        """A plan of this machine: served by the local engine, no manifests, no fleet cost."""
+        return is_local_inventory(self.inventory_source)
+
     def prediction_for(self, served_on: str) -> Prediction | None:
         """The prediction, if the requests were served on the device it is for (``served_on``, a
         catalog unit; "" when not known): a prediction is only ever checked against a measurement on
@@ -252,11 +269,10 @@ class PlacementPlan:
             "chosen": json_clean(asdict(self.chosen)) | {"label": self.chosen.label},
             "replicas": self.replicas,
             "placements": [json_clean(asdict(p)) for p in self.placements],
-            "predicted": {
-                "ttft_p50_s": pred.ttft_p50_s if pred else None,
-                "ttft_p99_s": pred.ttft_p99_s if pred else None,
-                "tpot_p50_s": pred.tpot_p50_s if pred else None,
-                "tpot_p99_s": pred.tpot_p99_s if pred else None,
+            "predicted": {  # the chosen shape's checked percentiles, for a reader of the file
+                f"{m}_p{q}_s": json_clean(getattr(getattr(pred, m), f"p{q}")) if pred else None
+                for m in ("ttft", "tpot")
+                for q in (50, 99)
             },
             "cost_usd_per_month": self.cost_usd_per_month,
             "sla_breach_cost_usd_per_month": self.sla_breach_cost_usd_per_month,
@@ -284,7 +300,7 @@ class PlacementPlan:
             candidates=tuple(_candidate(c) for c in data.get("candidates") or ()),
             fragmentation_before=float(data["fragmentation_before"]),
             fragmentation_after=float(data["fragmentation_after"]),
-            fit_threshold=float(data.get("fit_threshold", 0.85)),
+            fit_threshold=float(data.get("fit_threshold", DEFAULT_FIT_THRESHOLD)),
             inventory_source=str(data.get("inventory_source", "")),
             profile_device=str(data.get("profile_device", "")),
             notes=tuple(data.get("notes") or ()),
@@ -301,7 +317,14 @@ def _prediction(data: Mapping[str, Any] | None) -> Prediction | None:
     if not data:
         return None
     known = {k: data[k] for k in Prediction.__dataclass_fields__ if k in data}
-    for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "concurrency", "memory_per_gpu_gib"):
+    for m in ("ttft", "tpot"):
+        if isinstance(data.get(m), Mapping):
+            known[m] = Distribution.from_json_dict(data[m])
+        else:  # a plan.json written when a prediction held its percentiles as flat fields
+            known[m] = Distribution.from_percentiles(
+                p50=json_num(data.get(f"{m}_p50_s")), p99=json_num(data.get(f"{m}_p99_s"))
+            )
+    for k in ("concurrency", "memory_per_gpu_gib"):
         known[k] = json_num(known.get(k))
     return Prediction(**known)
 
@@ -338,7 +361,7 @@ class NoFeasiblePlacement(GpuplaceError):
             # miss is the worst predicted/target ratio, so "by how much" is its excess over 1
             head += (
                 f"; closest: {self.closest.label}, which misses it by {self.closest.miss - 1:.0%}, at "
-                f"p99 TPOT {p.tpot_p99_s * 1000:.1f} ms, p99 TTFT {p.ttft_p99_s * 1000:.0f} ms "
+                f"p99 TPOT {to_ms(p.tpot.p99):.1f} ms, p99 TTFT {to_ms(p.ttft.p99):.0f} ms "
                 f"({self.closest.reason})"
             )
         lines = [head + "."]

@@ -119,7 +119,8 @@ class LatencyProfile:
     bandwidth_source: str  # "catalog:<gpu>" or "measured"
     peak_tflops: Mapping[str, float] = field(default_factory=dict)  # by dtype, what MFU used
     gpuplace_version: str = ""
-    created_at: str = ""
+    created_at: str = ""  # ISO 8601, when the profile was finished
+    started_at: str = ""  # ISO 8601, when profiling started ("" in profiles written before it was kept)
 
     @property
     def ok_results(self) -> tuple[PointResult, ...]:

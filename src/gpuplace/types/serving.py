@@ -18,8 +18,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gpuplace.errors import InvalidInput
+from gpuplace.types.precision import BF16, Precision
 
 ENGINES = ("vllm", "transformers")
+# the vLLM release the cluster manifests run (vllm/vllm-openai:v<this>) and whose defaults the engine
+# parameters record; tests/referee/test_vllm_args.py checks both against the installed package
+VLLM_VERSION = "0.33.0"
 
 
 ENGINE_FIELDS: tuple[str, ...] = (
@@ -78,6 +82,9 @@ class EngineParams:
     enable_chunked_prefill: bool  # prompts split across steps, mixed with decodes (vLLM V1: always)
     num_gpu_blocks: int  # KV-cache capacity in blocks, per replica
     sources: Mapping[str, str] = field(default_factory=dict)  # field name -> where its value came from
+    # weights and KV-cache dtype the memory and step-time models assumed (vLLM's --quantization and
+    # --kv-cache-dtype); bf16 with the KV cache in the model's dtype by default
+    precision: Precision = BF16
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len"):
@@ -93,7 +100,9 @@ class EngineParams:
             )
         u = self.gpu_memory_utilization
         if not isinstance(u, int | float) or not 0 < u <= 1:
-            raise InvalidInput("gpu_memory_utilization", u, "must be in (0, 1]", "vLLM's default is 0.9")
+            raise InvalidInput(
+                "gpu_memory_utilization", u, "must be in (0, 1]", f"vLLM {VLLM_VERSION}'s default is 0.92"
+            )
         if self.max_num_batched_tokens < self.max_num_seqs:
             # vLLM's SchedulerConfig refuses this too: a step must fit one token of every sequence.
             raise InvalidInput(
@@ -129,6 +138,7 @@ class EngineParams:
             "--max-model-len",
             str(self.max_model_len),
             "--enable-chunked-prefill" if self.enable_chunked_prefill else "--no-enable-chunked-prefill",
+            *self.precision.vllm_args(),
         ]
 
     def to_transformers_serve_args(self) -> list[str]:
@@ -151,6 +161,7 @@ class EngineParams:
         data: dict[str, Any] = {name: getattr(self, name) for name in ENGINE_FIELDS}
         data["kv_capacity_tokens"] = self.kv_capacity_tokens
         data["sources"] = dict(self.sources)
+        data["precision"] = self.precision.to_json_dict()
         return data
 
     @classmethod
@@ -167,6 +178,7 @@ class EngineParams:
             enable_chunked_prefill=bool(data["enable_chunked_prefill"]),
             num_gpu_blocks=int(data["num_gpu_blocks"]),
             sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()},
+            precision=Precision.from_json_dict(data.get("precision")),  # absent in plans before 2026-12
         )
 
 

@@ -1,6 +1,8 @@
 """load_test: the function's wiring called directly, and the real component under kfp.local.
 
-Both drive gpuplace's fault-injecting streaming server (a real HTTP server on loopback).
+The direct calls drive gpuplace's fault-injecting streaming server (a real HTTP server on loopback) because
+they inject faults (a failed warm-up, a run where nothing is served); the local-runner test drives a real
+`transformers serve`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import pandas as pd
 import pytest
 
 from gpuplace.components.benchmarking.load_test import load_test
-from gpuplace.types import DeploymentRecord, Prediction, Slo
+from gpuplace.types import DeploymentRecord, Slo
 from tests.support.kfp_artifacts import FakeArtifact as _Art
-from tests.support.plans import sample_plan, write_sample_plan
+from tests.support.plans import predicted, sample_plan, write_sample_plan
 from tests.support.testserver import FaultServer, ServerOptions
 
 SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "llm"}}
@@ -44,7 +46,9 @@ def test_python_func_reads_the_deployment_artifact_and_writes_all_outputs(
     deployment = _Art(tmp_path / "deployment.json")
     Path(deployment.path).write_text(json.dumps(record.to_json_dict()))
     plan = _Art(tmp_path / "plan")
-    prediction = Prediction(0.001, 0.002, 0.001, 0.002, 1.0, 1, 1.0)
+    prediction = predicted(
+        (0.001, 0.002), (0.001, 0.002), concurrency=1.0, max_batch=1, memory_per_gpu_gib=1.0
+    )
     plan_value = replace(sample_plan(prediction=prediction), slo=Slo(tpot_p99_s=0.1))
     write_sample_plan(Path(plan.path), plan_value, {"s.yaml": [SERVICE]})
     server.inject("http_500")
@@ -99,9 +103,13 @@ def test_component_spec_compiles_with_its_interface() -> None:
 
 
 @pytest.mark.integration
-def test_runs_under_the_local_runner(kfp_local: Path, server: FaultServer) -> None:
-    task = load_test(endpoint=server.url, prompt_tokens="8", output_tokens="4", rate=50.0, max_requests=10)
+def test_runs_under_the_local_runner(kfp_local: Path, tiny_server: DeploymentRecord) -> None:
+    """The real component under kfp.local against a real `transformers serve` (tiny, CPU)."""
+    task = load_test(
+        endpoint=tiny_server.endpoint, prompt_tokens="8", output_tokens="4", rate=50.0, max_requests=10
+    )
     frame = pd.read_parquet(task.outputs["records"].path)
     assert len(frame) == 10 and frame["success"].all()
+    assert set(frame["server_prompt_tokens"]) == {8} and set(frame["output_tokens"]) == {4}
     assert task.outputs["metrics"].metadata["completed"] == 10.0
     assert json.loads(Path(task.outputs["report"].path).read_text())["workload"]["rate_rps"] == 50.0

@@ -18,9 +18,9 @@ def tiny_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from gpuplace.profiling import ProfileConfig, run_profile, save_profile
 
     profile = run_profile(
-        ProfileConfig.from_params(
-            model="tiny", device="cpu", batch_sizes="1", prompt_tokens="16", output_tokens="4", repeats=2
-        )
+        ProfileConfig(
+            model="tiny", device="cpu", batch_sizes=(1,), prompt_tokens=(16,), output_tokens=(4,), repeats=2
+        ).validated()
     )
     path = tmp_path_factory.mktemp("profile") / "tiny.parquet"
     save_profile(profile, path)
@@ -51,6 +51,19 @@ def test_python_func_writes_plan_manifests_metrics_and_fragments(tmp_path: Path,
     docs = list(yaml.safe_load_all((Path(plan_dir.path) / "manifests" / "10-deployment.yaml").read_text()))
     assert docs[0]["kind"] == "Deployment"
     assert json.loads((Path(plan_dir.path) / "plan.json").read_text())["kfp"]["node_selector"]
+
+
+def test_python_func_plans_in_fp8_when_asked(tmp_path: Path) -> None:
+    plan_dir = _Out(tmp_path / "plan")
+    slo = {"slo_tpot_ms": 50, "slo_ttft_ms": 2000, "rate": 2}
+    outs = {"candidates": _Out(tmp_path / "cand.md"), "metrics": _Out(tmp_path / "m")}
+    precision = {"dtype": "fp8", "kv_cache_dtype": "fp8"}
+    plan_placement.python_func(
+        plan=plan_dir, model="llama-3.1-8b", inventory="h100-nvlink", **slo, **outs, **precision
+    )
+    plan = read_plan_dir(plan_dir.path).plan
+    assert plan.engine is not None and plan.engine.precision.label == "fp8 + fp8 KV"
+    assert plan.serving is not None and "--quantization" in plan.serving.args
 
 
 def test_python_func_rejects_a_profile_of_another_model(tmp_path: Path, tiny_profile: Path) -> None:

@@ -114,13 +114,17 @@ def test_runs_under_the_local_runner(kfp_local: Path) -> None:
 
     @dsl.pipeline
     def p() -> None:
-        up = sample_inputs()
+        planned = sample_inputs()
+        with dsl.ParallelFor(
+            [1, 2], parallelism=1
+        ):  # two runs of each path, as orchestration_comparison's loop
+            up = sample_inputs()
         compare_paths(
-            native_deployment=up.outputs["native_deployment"],
-            native_loadtest=up.outputs["native_loadtest"],
-            kubeflow_deployment=up.outputs["kubeflow_deployment"],
-            kubeflow_loadtest=up.outputs["kubeflow_loadtest"],
-            plan=up.outputs["plan"],
+            native_deployment=dsl.Collected(up.outputs["native_deployment"]),
+            native_loadtest=dsl.Collected(up.outputs["native_loadtest"]),
+            kubeflow_deployment=dsl.Collected(up.outputs["kubeflow_deployment"]),
+            kubeflow_loadtest=dsl.Collected(up.outputs["kubeflow_loadtest"]),
+            plan=planned.outputs["plan"],
             inventory="h100-nvlink",
             penalty_usd_per_breach=0.05,
         )
@@ -130,3 +134,37 @@ def test_runs_under_the_local_runner(kfp_local: Path) -> None:
     assert html and "data:image/png;base64," in html[0].read_text()
     comparison = [f for f in kfp_local.rglob("comparison") if f.is_file()]
     assert json.loads(comparison[0].read_text())["paths"][0]["path"] == "native"
+    assert json.loads(comparison[0].read_text())["score"]["runs"] == {"native": 2, "kubeflow": 2}
+
+
+def test_python_func_pools_the_runs_it_is_given_as_lists(tmp_path: Path) -> None:
+    """What dsl.Collected hands over from the pipeline's loop of repeated runs: a list per input, one
+    entry per run; the comparison pools both runs of each path."""
+    a = write_sample_inputs(tmp_path / "a", requests=20)
+    b = write_sample_inputs(tmp_path / "b", requests=20, seed=7)
+    outs = {n: _Art(tmp_path / n) for n in ("comparison", "report_md", "report_html", "metrics")}
+    compare_paths.python_func(
+        native_deployment=[_Art(s.deployments["native"]) for s in (a, b)],
+        native_loadtest=[_Art(s.loadtests["native"]) for s in (a, b)],
+        kubeflow_deployment=[_Art(s.deployments["kubeflow"]) for s in (a, b)],
+        kubeflow_loadtest=[_Art(s.loadtests["kubeflow"]) for s in (a, b)],
+        **outs,
+    )
+    data = json.loads(Path(outs["comparison"].path).read_text())
+    assert data["score"]["runs"] == {"native": 2, "kubeflow": 2}
+    assert outs["metrics"].logged["native_load_test_runs"] == 2
+    assert "over 2 runs per path" in outs["comparison"].metadata["verdict"]
+
+
+def test_python_func_refuses_runs_that_do_not_line_up(tmp_path: Path) -> None:
+    s = write_sample_inputs(tmp_path / "in", requests=10)
+    outs = {n: _Art(tmp_path / n) for n in ("comparison", "report_md", "report_html", "metrics")}
+    with pytest.raises(ValueError, match=r"native_loadtest=.*the native path's runs do not line up"):
+        compare_paths.python_func(
+            native_deployment=[_Art(s.deployments["native"])] * 2,
+            native_loadtest=[_Art(s.loadtests["native"])],
+            kubeflow_deployment=_Art(s.deployments["kubeflow"]),
+            kubeflow_loadtest=_Art(s.loadtests["kubeflow"]),
+            **outs,
+        )
+    assert not Path(outs["comparison"].path).exists()

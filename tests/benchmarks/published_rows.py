@@ -1,0 +1,219 @@
+"""Reading ``../shared/data/published-llm-serving/measurements.csv`` into what gpuplace can predict.
+
+One :class:`Row` per published operating point: whether gpuplace can express it (model, GPU, TP,
+precision, documented lengths and the load, else the reason it cannot), the shape, precision, lengths
+and load to predict it at, and the measured figures with the metric each one is (p50/p99 TTFT, TPOT or
+ITL, means where the source gives only means, output tokens/s, a static batch's latency).
+
+Dataset lengths (the rows name a dataset instead of lengths):
+
+* **ShareGPT**: mean input 161 and mean output 338 tokens, the figures of vLLM's own paper (Kwon et
+  al., "Efficient Memory Management for Large Language Model Serving with PagedAttention", SOSP 2023,
+  §6.1 and Fig. 11). The shape of the distribution is not given there, so the means are used as fixed
+  lengths: p50 figures depend on it little, p99 figures more.
+* **CNN/DailyMail** (MLPerf llama3.1-8b): articles average 781 tokens (See, Liu and Manning, "Get To
+  The Point", ACL 2017, §4); outputs are capped at 128 (the row), and the run's own figures (output
+  tokens/s ÷ samples/s = 129) say nearly every output reaches the cap, so 781/128.
+* **OpenOrca**: the two rows that use it state no TP, so they are not expressible whatever its lengths.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MODELS = {"8B": "llama-3.1-8b", "70B": "llama-3.1-70b"}
+SHAREGPT = (161, 338, "ShareGPT means 161/338 (vLLM paper, SOSP'23 §6.1)")
+CNN_DAILYMAIL = (
+    781,
+    128,
+    "CNN/DailyMail 781 (See et al. 2017) / 128 (the row's cap, 129 by its tok/s ÷ samples/s)",
+)
+# published GPU names -> catalog names; "assumed" where the source does not give the variant
+GPUS: tuple[tuple[str, str, str], ...] = (
+    ("H100 (variant not stated)", "H100-SXM5-80GB", "H100 variant not stated: SXM assumed"),
+    ("H100", "H100-SXM5-80GB", ""),
+    ("A100 SXM4 40GB", "A100-SXM4-40GB", ""),
+    ("A100 PCIe 80GB", "A100-PCIE-80GB", ""),
+    ("A100 SXM", "A100-SXM4-80GB", ""),
+    ("A100 80GB", "A100-SXM4-80GB", "A100 80GB variant not stated: SXM4 assumed"),
+    ("L4", "L4-24GB", ""),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One published figure: ``metric`` is ``ttft_p50`` | ``ttft_p99`` | ``tpot_p50`` | ``itl_p50`` |
+    ``tpot_p99`` | ``itl_p99`` | ``ttft_mean`` | ``tpot_mean`` | ``output_tokens_per_s`` |
+    ``batch_latency`` (a static batch, first request in to last out)."""
+
+    metric: str
+    value: float  # seconds, or tokens/s
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    index: int  # 0-based row of measurements.csv (header excluded)
+    raw: dict[str, str]
+    reason: str = ""  # why gpuplace cannot express it; empty when it can
+    model: str = ""
+    gpu: str = ""
+    tp: int = 0
+    dtype: str = "bf16"
+    kv_cache_dtype: str = "auto"
+    prompt: tuple[int, int] = (0, 0)  # (lo, hi) tokens; lo == hi for a fixed length
+    output: tuple[int, int] = (0, 0)
+    lengths_source: str = ""
+    load_kind: str = ""  # "rate" | "burst" (N at once) | "offline" (saturation)
+    load_value: float = 0.0
+    measured: tuple[Measured, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def engine(self) -> str:
+        e = self.raw["engine"]
+        return "vLLM" if e.startswith("vLLM") else "TensorRT-LLM" if e.startswith("TensorRT") else e
+
+    @property
+    def precision(self) -> str:
+        return f"{self.dtype}/{'fp8' if self.kv_cache_dtype == 'fp8' else 'bf16'}-KV"
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _model(name: str) -> str | None:
+    if "Llama-2" in name:
+        return None
+    return next((v for k, v in MODELS.items() if k in name), None)
+
+
+def _gpu(name: str) -> tuple[str, str] | None:
+    for prefix, catalog, note in GPUS:
+        if name.startswith(prefix) and (prefix != "H100" or "variant not stated" not in name):
+            return catalog, note
+    return None
+
+
+def _precision(text: str) -> tuple[str, str] | None:
+    t = text.lower()
+    if t.startswith("unverified"):
+        return None
+    if "bf16 weights, fp8 kv" in t:
+        return "bf16", "fp8"
+    if t.startswith("fp8 (weights+kv)"):
+        return "fp8", "fp8"
+    if t.startswith("fp8"):  # W8A8 (MLPerf: KV not stated, vLLM's default auto) or TRT's PyTorch fp8
+        return "fp8", "auto"
+    if t.startswith(("fp16", "bf16")):  # fp16 and bf16 move the same bytes at the same tensor peak
+        return "bf16", "auto"
+    return None
+
+
+def _length(text: str, which: int) -> tuple[tuple[int, int], str] | None:
+    n = _num(text)
+    if n is not None:
+        return (int(n), int(n)), ""
+    m = re.match(r"~(\d+) \(\+-(\d+)%\)", text)
+    if m:
+        mid, pct = int(m.group(1)), int(m.group(2))
+        return (round(mid * (1 - pct / 100)), round(mid * (1 + pct / 100))), f"uniform ±{pct}% (the row)"
+    if text.startswith("ShareGPT"):
+        return (SHAREGPT[which], SHAREGPT[which]), SHAREGPT[2]
+    if text.startswith("CNN/DailyMail") or text.startswith("<=128"):
+        return (CNN_DAILYMAIL[which], CNN_DAILYMAIL[which]), CNN_DAILYMAIL[2]
+    return None
+
+
+def _load(raw: dict[str, str]) -> tuple[str, float] | str:
+    kind, value = raw["load_kind"], raw["load_value"]
+    if kind == "rate":
+        n = _num(value)
+        if n is not None:
+            return "rate", n
+        m = re.match(r"inf \((\d+)-prompt burst\)", value)
+        return ("burst", float(m.group(1))) if m else f"load {value!r} not understood"
+    if kind == "concurrency":
+        return "concurrency", float(value)
+    m = re.match(r"static batch (\d+)", value)
+    if m:
+        return "burst", float(m.group(1))
+    return "offline", 0.0
+
+
+def _measured(raw: dict[str, str]) -> tuple[Measured, ...]:
+    notes = raw["notes"]
+    mean_only = notes.startswith("[STAT=MEAN]")
+    tpot = bool(re.search(r"itl column = (Median )?TPOT|TPOT=MLPerf|MEAN TPOT", notes))
+    step = "tpot" if tpot else "itl"
+    out: list[Measured] = []
+    cells = (
+        ("ttft_p50_ms", "ttft_mean" if mean_only else "ttft_p50"),
+        ("ttft_p99_ms", "ttft_p99"),
+        ("itl_or_tpot_p50_ms", f"{step}_mean" if mean_only else f"{step}_p50"),
+        ("itl_or_tpot_p99_ms", f"{step}_p99"),
+    )
+    multi_step = "num-scheduler-steps" in notes or "multi-step" in notes
+    for column, metric in cells:
+        if multi_step and column == "itl_or_tpot_p99_ms":
+            continue  # tokens streamed in chunks of 10 steps: the p99 gap is a chunk's, not a token's
+        v = _num(raw[column])
+        if v is not None:
+            out.append(Measured(metric, v / 1000))
+    tok = _num(raw["output_tok_per_s"])
+    if tok is not None:
+        out.append(Measured("output_tokens_per_s", tok))
+    m = re.search(r"end-to-end batch latency=([\d.]+) s", notes)
+    if m:
+        out.append(Measured("batch_latency", float(m.group(1))))
+    if raw["osl"] == "1" and "TTFT Latency" in notes:  # a batch's prefill alone, in the TTFT column
+        out = [Measured("batch_latency", o.value) if o.metric == "ttft_mean" else o for o in out]
+    return tuple(out)
+
+
+def read_rows(path: Path) -> list[Row]:
+    """Every row of the file, each expressible or with its reason."""
+    with path.open(newline="") as f:
+        raws = list(csv.DictReader(f))
+    rows = []
+    for i, raw in enumerate(raws):
+        rows.append(_row(i, raw))
+    return rows
+
+
+def _row(i: int, raw: dict[str, str]) -> Row:
+    model = _model(raw["model"])
+    if model is None:
+        return Row(i, raw, f"no preset for {raw['model']!r} (Llama-2 has a 32k vocabulary)")
+    gpu = _gpu(raw["gpu"])
+    if gpu is None:
+        return Row(i, raw, f"GPU {raw['gpu']!r} is not in the catalog")
+    tp = _num(raw["tp"])
+    if tp is None:
+        return Row(i, raw, "the source does not state the TP degree")
+    precision = _precision(raw["precision"])
+    if precision is None:
+        return Row(i, raw, f"precision not stated ({raw['precision']})")
+    prompt, output = _length(raw["isl"], 0), _length(raw["osl"], 1)
+    if prompt is None or output is None:
+        return Row(i, raw, f"lengths {raw['isl']}/{raw['osl']} have no documented statistics")
+    load = _load(raw)
+    if isinstance(load, str):
+        return Row(i, raw, load)
+    measured = _measured(raw)
+    if not measured:
+        return Row(i, raw, "no figure gpuplace predicts (throughput-only row without tokens/s or latency)")
+    notes = tuple(n for n in (gpu[1],) if n)
+    if "num-scheduler-steps" in raw["notes"] or "multi-step" in raw["notes"]:
+        notes += ("multi-step scheduling (10 steps): p50 TPOT compared; its p99, a chunk's gap, is not",)
+    sources = "; ".join(dict.fromkeys(s for s in (prompt[1], output[1]) if s))
+    return Row(
+        i, raw, "", model, gpu[0], int(tp), precision[0], precision[1], prompt[0], output[0], sources,
+        load[0], load[1], measured, notes,
+    )  # fmt: skip

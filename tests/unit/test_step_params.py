@@ -1,0 +1,235 @@
+"""A step's parameter table, its component's signature and its CLI flags agree (issue 23, item 2): the
+table (gpuplace.params) is the one place a default is written, the CLI makes its flags from it, and this
+test fails when a component's parameter has another name, default or type than the table's row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from gpuplace.cli import build_parser
+from gpuplace.errors import InvalidInput
+from gpuplace.params import REQUIRED, Param, add_flags, flag_disagreements, parse, signature_disagreements
+
+PLAIN = (str, int, float, bool, dict, list)
+
+
+def _artifacts(func: Callable[..., Any]) -> set[str]:
+    """A component's artifact inputs and outputs (Input[...], Output[...]): not parameters."""
+    return {n for n, q in inspect.signature(func).parameters.items() if q.annotation not in PLAIN}
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def _tables() -> list[tuple[str, Callable[..., Any], tuple[Param, ...], str]]:
+    from gpuplace.components.benchmarking.load_test import load_test
+    from gpuplace.components.benchmarking.serve_and_load_test import serve_and_load_test
+    from gpuplace.components.placement.discover_inventory import discover_inventory
+    from gpuplace.components.placement.plan_placement import plan_placement
+    from gpuplace.components.profiling.profile_latency import profile_latency
+    from gpuplace.components.reporting.compare_paths import compare_paths
+    from gpuplace.components.reporting.track_run import track_run
+    from gpuplace.components.serving.deploy_inference import deploy_inference
+    from gpuplace.components.serving.teardown_inference import teardown_inference
+    from gpuplace.steps.compare import PARAMS as COMPARE
+    from gpuplace.steps.deploy import PARAMS as DEPLOY
+    from gpuplace.steps.inventory import PARAMS as INVENTORY
+    from gpuplace.steps.load_test import PARAMS as LOADTEST
+    from gpuplace.steps.plan_params import PARAMS as PLAN
+    from gpuplace.steps.profile import PARAMS as PROFILE
+    from gpuplace.steps.serve_and_load_test import PARAMS as SERVE_AND_LOAD_TEST
+    from gpuplace.steps.teardown import PARAMS as TEARDOWN
+    from gpuplace.steps.track import PARAMS as TRACK
+
+    return [
+        ("profile", profile_latency.python_func, PROFILE, "profile"),
+        ("plan", plan_placement.python_func, PLAN, "plan"),
+        ("compare", compare_paths.python_func, COMPARE, "compare"),
+        ("deploy", deploy_inference.python_func, DEPLOY, "deploy"),
+        ("teardown", teardown_inference.python_func, TEARDOWN, "teardown"),
+        ("inventory", discover_inventory.python_func, INVENTORY, "inventory"),
+        ("track", track_run.python_func, TRACK, ""),  # no CLI: gpuplace compare --mlflow tracks
+        ("load test", load_test.python_func, LOADTEST, ""),  # its CLI flags: test_loadtest_flags_* below
+        ("serve and load test", serve_and_load_test.python_func, SERVE_AND_LOAD_TEST, ""),  # no CLI
+    ]
+
+
+STEPS = [
+    "profile", "plan", "compare", "deploy", "teardown", "inventory", "track", "load test",
+    "serve and load test",
+]  # fmt: skip
+COMMANDS = ["profile", "plan", "compare", "deploy", "teardown", "inventory"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_the_components_signature_is_its_steps_table(step: str) -> None:
+    _, func, table, _ = next(t for t in _tables() if t[0] == step)
+    assert signature_disagreements(func, table, artifacts=_artifacts(func)) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_cli_flags_are_the_steps_table(command: str) -> None:
+    _, _, table, _ = next(t for t in _tables() if t[3] == command)
+    assert flag_disagreements(_subparser(command), table) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_another_default_in_a_steps_table_fails_both_checks(command: str) -> None:
+    """Each real table, its first row shared by the CLI and the component given another default: the
+    component's signature and the command's flags no longer agree with it, and both checks say so."""
+    _, func, table, _ = next(t for t in _tables() if t[3] == command)
+    i, row = next(
+        (i, p) for i, p in enumerate(table) if p.cli and p.component and p.kind is not bool and not p.required
+    )
+    changed = (*table[:i], replace(row, default=row.kind(7)), *table[i + 1 :])
+    said = f"{row.name}: default "
+    assert [d for d in signature_disagreements(func, changed, artifacts=_artifacts(func)) if said in d]
+    assert [d for d in flag_disagreements(_subparser(command), changed) if said in d]
+
+
+def test_loadtest_flags_are_the_load_test_table_but_an_explicit_rate() -> None:
+    """--rate's own default is None (an explicit --rate 0 is refused); every other flag is the table's."""
+    from gpuplace.steps.load_test import PARAMS
+
+    assert flag_disagreements(_subparser("loadtest"), PARAMS) == [
+        "rate: default None on the command line, 0.0 in the table"
+    ]
+    changed = tuple(replace(p, default=7) if p.name == "max_requests" else p for p in PARAMS)
+    assert "max_requests: default 100 on the command line, 7 in the table" in flag_disagreements(
+        _subparser("loadtest"), changed
+    )
+
+
+@pytest.mark.parametrize("step", ["load test", "serve and load test"])
+def test_another_default_in_a_table_without_a_command_fails_the_signature_check(step: str) -> None:
+    """The load test's and serve-and-load-test's tables, a row given another default or dropped: the
+    component's signature no longer agrees, and the check names the row."""
+    _, func, table, _ = next(t for t in _tables() if t[0] == step)
+    (before,) = (p.default for p in table if p.name == "max_requests")
+    changed = tuple(replace(p, default=7) if p.name == "max_requests" else p for p in table)
+    assert signature_disagreements(func, changed, artifacts=_artifacts(func)) == [
+        f"max_requests: default {before} in the component, 7 in the table"
+    ]
+    dropped = tuple(p for p in table if p.name != "seed")
+    assert signature_disagreements(func, dropped, artifacts=_artifacts(func)) == [
+        "seed: a parameter of the component, not in the table"
+    ]
+
+
+def test_serve_and_load_test_takes_the_load_tests_rows_and_its_own() -> None:
+    """Its load-test rows are the load test's (one spelling; only max_requests has its own default), and
+    none is a CLI flag: the step has no command."""
+    from gpuplace.steps.load_test import PARAMS as LOAD_TEST
+    from gpuplace.steps.serve_and_load_test import PARAMS
+
+    load_test = {p.name: p for p in LOAD_TEST}
+    shared = [p for p in PARAMS if p.name in load_test]
+    assert [p.name for p in shared] == [
+        "prompt_tokens", "output_tokens", "trace", "time_scale", "rate", "concurrency", "max_requests",
+        "seed",
+    ]  # fmt: skip
+    for p in shared:
+        assert replace(p, default=load_test[p.name].default, cli=True) == load_test[p.name]
+    assert [p.default for p in shared if p.default != load_test[p.name].default] == [20]
+    assert not any(p.cli for p in PARAMS)
+
+
+def test_serve_and_load_test_reads_its_table_and_the_components_unset() -> None:
+    """Missing values take the table's defaults (kfp, 20 requests, 300 s), values are typed, other keys
+    ignored; the component's "" backend is the local runner's, a 0 deadline and "" namespace the defaults."""
+    from gpuplace.steps.serve_and_load_test import step_params
+
+    p = step_params({"rate": 2, "seed": "3", "plan": "ignored"})
+    assert (p["backend"], p["max_requests"], p["startup_timeout_s"], p["namespace"]) == (
+        "kfp",
+        20,
+        300.0,
+        "default",
+    )
+    assert p["rate"] == 2.0 and p["seed"] == 3 and "plan" not in p and "api" not in p
+    p = step_params({"backend": "", "startup_timeout_s": 0, "namespace": "", "max_requests": 5})
+    assert (p["backend"], p["startup_timeout_s"], p["namespace"], p["max_requests"]) == (
+        "local",
+        300.0,
+        "default",
+        5,
+    )
+    assert step_params({"backend": "testenv", "startup_timeout_s": 9})["startup_timeout_s"] == 9.0
+
+
+def test_the_checks_catch_a_disagreement() -> None:
+    table = (
+        Param("timeout_s", float, 300.0, "deadline", "--timeout"),
+        Param("namespace", str, "default", "namespace"),
+        Param("port", int, 0, "port", component=False),
+        Param("path", str, "", "path", cli=False),
+    )
+
+    def component(plan: object, timeout_s: float = 30.0, namespace: int = 0, extra: str = "") -> None:
+        """A component whose timeout default, namespace type and extra parameter disagree; no path."""
+
+    assert signature_disagreements(component, table, artifacts={"plan"}) == [
+        "extra: a parameter of the component, not in the table",
+        "path: in the table, not a parameter of the component",
+        "namespace: default 0 in the component, 'default' in the table",
+        "namespace: type int in the component, str in the table",
+        "timeout_s: default 30.0 in the component, 300.0 in the table",
+    ]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--timeout", dest="timeout_s", type=float, default=120.0)
+    parser.add_argument("--path", dest="path", default="")
+    assert flag_disagreements(parser, table) == [
+        "timeout_s: default 120.0 on the command line, 300.0 in the table",
+        "namespace: no flag --namespace",
+        "port: no flag --port",
+        "path: a CLI flag, but not a CLI row of the table",
+    ]
+
+
+def test_the_checks_catch_a_required_row_and_a_repeatable_flag_that_disagree() -> None:
+    table = (
+        Param("model", str, REQUIRED, "the model"),
+        Param("price", list, [], "a price, repeatable", component=False),
+    )
+
+    def component(model: str = "tiny") -> None:
+        """A component whose model has a default the table does not give it."""
+
+    assert signature_disagreements(component, table) == [
+        "model: default 'tiny' in the component, none (required) in the table"
+    ]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", type=str, default="tiny")
+    parser.add_argument("--price", dest="price", action="append", type=float, default=[])
+    assert flag_disagreements(parser, table) == [
+        "model: required False on the command line, True in the table",
+        "price: type <class 'float'> on the command line, list in the table",
+    ]
+    with pytest.raises(InvalidInput, match=r"^model=None: is required.*--model"):
+        parse(table, {"price": ["x"]})
+    good = argparse.ArgumentParser()
+    add_flags(good, table)
+    assert flag_disagreements(good, table) == []
+    assert vars(good.parse_args(["--model", "m", "--price", "a", "--price", "b"])) == {
+        "model": "m",
+        "price": ["a", "b"],
+    }
+    assert table[1].default == []  # argparse appended to a copy
+
+
+def test_parse_takes_the_tables_default_for_a_missing_or_none_value_and_types_the_rest() -> None:
+    from gpuplace.steps.deploy import PARAMS
+
+    values = parse(PARAMS, {"timeout_s": "12", "namespace": None, "plan": "ignored", "allow_misplacement": 1})
+    assert values["timeout_s"] == 12.0 and values["namespace"] == "default"
+    assert values["allow_misplacement"] is True and values["target"] == "kubernetes" and "plan" not in values
