@@ -113,3 +113,20 @@ def test_an_image_is_imported_again_only_when_make_images_rebuilt_it(tmp_path: P
     assert not needs_import(archive, store)  # the store holds this build
     (tmp_path / "cpu.id").write_text("bbb\n")
     assert needs_import(archive, store)  # rebuilt since
+
+
+def test_a_socket_left_by_a_stopped_containerd_does_not_count_as_containerd_up(tmp_path: Path) -> None:
+    """The wait for containerd asks ``ctr version`` and reads its exit status: its stdout holds the client's
+    version even when nothing answers. A CI run took such a stale socket for a running containerd. Needs the
+    ``ctr`` of ``make node-deps`` (make test installs it), no containerd."""
+    import socket
+
+    from gpuplace.testenv.realnode import containerd_answers
+
+    stale = tmp_path / "containerd.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(stale))
+    listener.close()  # the file stays; connecting to it is refused
+    assert stale.exists()
+    assert containerd_answers(stale) is False
+    assert containerd_answers(tmp_path / "absent.sock") is False
