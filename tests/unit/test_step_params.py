@@ -233,3 +233,36 @@ def test_parse_takes_the_tables_default_for_a_missing_or_none_value_and_types_th
     values = parse(PARAMS, {"timeout_s": "12", "namespace": None, "plan": "ignored", "allow_misplacement": 1})
     assert values["timeout_s"] == 12.0 and values["namespace"] == "default"
     assert values["allow_misplacement"] is True and values["target"] == "kubernetes" and "plan" not in values
+
+
+def test_predict_flags_are_made_from_the_predict_steps_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gpuplace predict`` has no component: its table (shape, traffic, headroom) makes every step flag,
+    so another default written in the table is the command line's default too."""
+    from gpuplace.steps import predict
+    from gpuplace.steps.predict import PARAMS
+
+    assert flag_disagreements(_subparser("predict"), PARAMS) == []
+    assert not any(p.component for p in PARAMS)
+    changed = tuple(replace(p, default=7) if p.name == "requests" else p for p in predict.TRAFFIC)
+    monkeypatch.setattr(predict, "TRAFFIC", changed)
+    parser = _subparser("predict")
+    assert parser.parse_args(["--model", "tiny", "--gpu", "L4"]).requests == 7
+    assert flag_disagreements(parser, predict.SHAPE + changed + predict.HEADROOM) == []
+
+
+def test_predict_reads_its_flags_with_its_table_and_refuses_what_cannot_be_simulated() -> None:
+    """A missing required row is refused by name before anything runs; so are zero requests, and a
+    --tp of 0 is no longer read as 1 (the old ``or 1``) but refused by the shape's check."""
+    from gpuplace.catalog import load_gpu_catalog
+    from gpuplace.errors import InvalidInput
+    from gpuplace.steps.predict import run_predict_step
+
+    catalog = load_gpu_catalog()
+    base = {"model": "tiny", "gpu": "L4", "rate": 1.0, "requests": 50}
+    with pytest.raises(InvalidInput, match="gpu"):
+        run_predict_step({"model": "tiny", "rate": 1.0}, catalog)
+    with pytest.raises(InvalidInput, match="requests"):
+        run_predict_step({**base, "requests": 0}, catalog)
+    with pytest.raises(InvalidInput, match="tp"):
+        run_predict_step({**base, "tp": 0}, catalog)
+    assert run_predict_step(base, catalog).requests_per_s > 0

@@ -29,36 +29,13 @@ class PredictCommand(Command):
     )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        shape = p.add_argument_group("shape")
-        shape.add_argument("--model", required=True, help="a model preset, config.json or weights directory")
-        shape.add_argument("--gpu", required=True, help="a catalog GPU name (gpuplace catalog gpus)")
-        shape.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-        shape.add_argument("--mig-profile", default="", help="one MIG slice, e.g. 3g.40gb")
-        shape.add_argument(
-            "--share", type=float, default=1.0, help="a time-sliced share of one GPU, e.g. 0.5"
-        )
-        shape.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"), help="weights (fp8: W8A8)")
-        shape.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"), help="KV cache dtype")
-        load = p.add_argument_group("traffic (give --rate or --concurrency)")
-        load.add_argument("--rate", type=float, default=None, help="open-loop requests/s")
-        load.add_argument(
-            "--arrival",
-            default="poisson",
-            help="with --rate: poisson, constant or gamma:CV (CV > 1 burstier)",
-        )
-        load.add_argument(
-            "--concurrency",
-            type=int,
-            default=None,
-            help="closed loop: users, each sending when its last ends",
-        )
-        load.add_argument("--prompt-tokens", default="512", help="N, uniform:LO:HI or normal:MEAN:STD")
-        load.add_argument("--output-tokens", default="128", help="output length, same forms")
-        load.add_argument("--trace", default="", help="a trace CSV whose rows' lengths to draw from")
-        load.add_argument("--requests", type=int, default=2000, help="requests to simulate")
+        from gpuplace.params import add_flags
+        from gpuplace.steps.predict import HEADROOM, SHAPE, TRAFFIC
+
+        add_flags(p.add_argument_group("shape"), SHAPE)
+        add_flags(p.add_argument_group("traffic (give --rate or --concurrency)"), TRAFFIC)
         slo = p.add_argument_group("headroom")
-        slo.add_argument("--slo-ttft-ms", type=float, default=None, help="p99 TTFT bound, ms")
-        slo.add_argument("--slo-tpot-ms", type=float, default=None, help="p99 TPOT bound, ms")
+        add_flags(slo, HEADROOM)
         slo.add_argument("--plot", default="", help="draw load against p50/p99 latency with the SLO (PNG)")
         p.add_argument("--gpu-catalog", default=None, help="a gpus.csv to use instead of the bundled one")
         p.add_argument("--json", action="store_true", help="print one JSON object")
