@@ -109,8 +109,28 @@ def _profile_args(model: str) -> dict[str, str]:
 
 
 def run_main_job(config: MainJobConfig) -> MainJobResult:
-    from kfp import local
+    """Check the configuration (nothing runs on a bad one), make the run directory, run the pipeline
+    through kfp's local runner in it, then read its outputs back (and plan the fleet, for a local run)."""
+    kubeflow_backend = check_config(config)
+    model = config.model or default_model(config.device)
+    if config.target == "local":
+        config = replace(config, fleet=config.fleet or DEFAULT_FLEET)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = (config.workdir / stamp).resolve()
+    if run_dir.exists():
+        raise InvalidInput(
+            "workdir", str(run_dir), "already holds a run with this timestamp", "Rerun in a second"
+        )
+    inventory = planning_inventory(config, run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pipeline, arguments = pipeline_arguments(config, model, inventory, run_dir, kubeflow_backend)
+    outputs = run_locally(pipeline, arguments, run_dir, verbose=config.verbose)
+    return read_result(config, model, inventory, run_dir, outputs)
 
+
+def check_config(config: MainJobConfig) -> str:
+    """Refuse a configuration that cannot run, by the field, before anything is written; the Kubeflow
+    path's backend: ``local`` (kfp's local runner) or ``testenv`` (the task's pod on a gpuplace testenv)."""
     if config.rate <= 0:
         raise InvalidInput("rate", config.rate, "must be positive", "e.g. --rate 2")
     if config.target not in ("local", "kubernetes"):
@@ -124,42 +144,42 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     repeat_runs(config.repeats)  # a bad count fails here, before anything runs
     if config.trace and not Path(config.trace).is_file():
         raise InvalidInput("trace", config.trace, "no such file", "Give the Azure trace CSV")
-    kubeflow_backend = "local"
-    if config.target == "kubernetes":
-        from gpuplace.testenv.controlplane import is_testenv_kubeconfig
+    if config.target != "kubernetes":
+        return "local"
+    from gpuplace.testenv.controlplane import is_testenv_kubeconfig
 
-        kubeflow_backend = "testenv"
-        if config.compare and not is_testenv_kubeconfig(config.kubeconfig):
-            raise InvalidInput(
-                "kubeconfig",
-                config.kubeconfig,
-                "is not a gpuplace testenv: the Kubeflow path needs a KFP backend to place its task's pod, "
-                "and the local runner is none",
-                "Submit the pipeline to Kubeflow (gpuplace submit orchestration_comparison), or run against "
-                '--kubeconfig "$(gpuplace testenv kubeconfig)"',
-            )
-    model = config.model or default_model(config.device)
-    if config.target == "local":
-        config = replace(config, fleet=config.fleet or DEFAULT_FLEET)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = (config.workdir / stamp).resolve()
-    if run_dir.exists():
+    if config.compare and not is_testenv_kubeconfig(config.kubeconfig):
         raise InvalidInput(
-            "workdir", str(run_dir), "already holds a run with this timestamp", "Rerun in a second"
+            "kubeconfig",
+            config.kubeconfig,
+            "is not a gpuplace testenv: the Kubeflow path needs a KFP backend to place its task's pod, "
+            "and the local runner is none",
+            "Submit the pipeline to Kubeflow (gpuplace submit orchestration_comparison), or run against "
+            '--kubeconfig "$(gpuplace testenv kubeconfig)"',
         )
-    inventory = config.inventory or LOCAL_INVENTORY
-    if config.target == "kubernetes" and not config.inventory:
-        from gpuplace.deploy.testenv_runtime import real_node_of
-        from gpuplace.jobs.cluster import cluster_inventory_file
+    return "testenv"
 
-        if not config.fleet and real_node_of(config.kubeconfig):
-            # the testenv's real node is this machine: plan the local engine on its CPUs, served in containers
-            inventory = LOCAL_INVENTORY
-        else:
-            inventory = cluster_inventory_file(
-                config.kubeconfig, config.fleet, run_dir / "cluster-inventory.json"
-            )
-    run_dir.mkdir(parents=True, exist_ok=True)
+
+def planning_inventory(config: MainJobConfig, run_dir: Path) -> str:
+    """What the pipeline plans on: ``--inventory``; else this machine (``local``), or for ``--target
+    kubernetes`` the cluster's own nodes (written to ``cluster-inventory.json``), unless the testenv's
+    real node is this machine and no fleet was named."""
+    if config.inventory or config.target != "kubernetes":
+        return config.inventory or LOCAL_INVENTORY
+    from gpuplace.deploy.testenv_runtime import real_node_of
+    from gpuplace.jobs.cluster import cluster_inventory_file
+
+    if not config.fleet and real_node_of(config.kubeconfig):
+        # the testenv's real node is this machine: plan the local engine on its CPUs, served in containers
+        return LOCAL_INVENTORY
+    return cluster_inventory_file(config.kubeconfig, config.fleet, run_dir / "cluster-inventory.json")
+
+
+def pipeline_arguments(
+    config: MainJobConfig, model: str, inventory: str, run_dir: Path, kubeflow_backend: str
+) -> tuple[Any, dict[str, Any]]:
+    """The pipeline function (``llm_placement``, or ``orchestration_comparison`` with ``compare``) and
+    its arguments."""
     common: dict[str, Any] = dict(
         model=model,
         profile_device=config.device,
@@ -178,25 +198,32 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         **_profile_args(model),
     )
     if config.compare:
-        from gpuplace.pipelines.orchestration_comparison.pipeline import pipeline
+        from gpuplace.pipelines.orchestration_comparison.pipeline import pipeline as comparison
 
-        arguments = {
+        return comparison, {
             **common,
             "native_target": config.target,
             "kubeflow_backend": kubeflow_backend,
             "penalty_usd_per_breach": 0.05,
             "repeats": config.repeats,
         }
-    else:
-        from gpuplace.pipelines.llm_placement.pipeline import pipeline
+    from gpuplace.pipelines.llm_placement.pipeline import pipeline as placement
 
-        arguments = {
-            **common,
-            "target": config.target,
-            # the runner works in run_dir: a relative trace path is the caller's, resolve it here
-            "trace": str(Path(config.trace).resolve()) if config.trace else "",
-            "mlflow_workdir": str(run_store(run_dir)),
-        }
+    return placement, {
+        **common,
+        "target": config.target,
+        # the runner works in run_dir: a relative trace path is the caller's, resolve it here
+        "trace": str(Path(config.trace).resolve()) if config.trace else "",
+        "mlflow_workdir": str(run_store(run_dir)),
+    }
+
+
+def run_locally(pipeline: Any, arguments: dict[str, Any], run_dir: Path, *, verbose: bool) -> Path:
+    """Run ``pipeline`` through kfp's local runner (SubprocessRunner) in ``run_dir``, one line per task
+    (the runner's and the tasks' own output in ``runner.log``); the folder of its task outputs. A failed
+    task raises :class:`PipelineFailed` with what was measured before it."""
+    from kfp import local
+
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(run_dir / "kfp"), raise_on_error=True
     )
@@ -205,7 +232,7 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     console = None
     os.chdir(run_dir)  # the local runner and the local MLflow store write relative paths
     try:
-        with quiet_console(log, verbose=config.verbose) as console:
+        with quiet_console(log, verbose=verbose) as console:
             pipeline(**arguments)
     except RuntimeError as e:  # kfp.local's "Task ... finished with status FAILURE"
         outputs = next((run_dir / "kfp").iterdir(), None)
@@ -217,7 +244,14 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         ) from e
     finally:
         os.chdir(cwd)
-    outputs = next((run_dir / "kfp").iterdir())
+    return next((run_dir / "kfp").iterdir())
+
+
+def read_result(
+    config: MainJobConfig, model: str, inventory: str, run_dir: Path, outputs: Path
+) -> MainJobResult:
+    """The run's outputs read back: the plan, the (native path's) load test, the comparison, where the
+    report and MLflow are; and, for a local run, the fleet planned as a prediction for its GPUs."""
     from gpuplace.loadtest.io import read_prediction, read_report
     from gpuplace.steps.compare import read_comparison
 
@@ -247,7 +281,7 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
         measured,
         mlflow,
         report,
-        log,
+        run_dir / "runner.log",
         comparison,
         prediction=read_prediction(report_file),
         fleet_plan=fleet_plan,
