@@ -121,7 +121,7 @@ def test_a_socket_left_by_a_stopped_containerd_does_not_count_as_containerd_up(t
     ``ctr`` of ``make node-deps`` (make test installs it), no containerd."""
     import socket
 
-    from gpuplace.testenv.realnode import containerd_answers
+    from gpuplace.testenv.nodeclean import containerd_answers
 
     stale = tmp_path / "containerd.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -102,6 +102,22 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def containerd_answers(sock: Path) -> bool:
+    """Whether a containerd serves on ``sock``. ``ctr version`` prints its client half to stdout before it
+    dials, so its output says nothing; only its exit status does. A socket file left by a containerd that
+    has stopped refuses the connection (a CI run imported the pause image into such a socket and failed)."""
+    if not sock.exists():
+        return False
+    result = subprocess.run(
+        ["ctr", "--address", str(sock), "version"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        env=dict(os.environ, PATH=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])),
+    )
+    return result.returncode == 0 and "Server:" in result.stdout
+
+
 def shim_pids(address: str) -> list[int]:
     """containerd shims started by the containerd serving ``address`` (they outlive it by design)."""
     found = []

@@ -102,22 +102,6 @@ def host_tools_missing() -> list[str]:
     return missing
 
 
-def containerd_answers(sock: Path) -> bool:
-    """Whether a containerd serves on ``sock``. ``ctr version`` prints its client half to stdout before it
-    dials, so its output says nothing; only its exit status does. A socket file left by a containerd that
-    has stopped refuses the connection (a CI run imported the pause image into such a socket and failed)."""
-    if not sock.exists():
-        return False
-    result = subprocess.run(
-        ["ctr", "--address", str(sock), "version"],
-        capture_output=True,
-        text=True,
-        timeout=10,
-        env=dict(os.environ, PATH=_path()),
-    )
-    return result.returncode == 0 and "Server:" in result.stdout
-
-
 def require_short_sockets(testenv_dir: Path) -> None:
     """Refuse a state directory under which the kubelet's unix sockets would not fit ``sun_path``, before
     anything starts (:class:`~gpuplace.errors.InvalidInput` naming the field, the value and the fix)."""
@@ -369,7 +353,7 @@ class RealNode:
                 raise RealNodeError(
                     f"containerd exited; see {self.log('containerd')}:\n{log_tail(self.log('containerd'))}"
                 )
-            if containerd_answers(self.socket):
+            if nodeclean.containerd_answers(self.socket):
                 return
             if time.monotonic() > end:
                 raise RealNodeError(
