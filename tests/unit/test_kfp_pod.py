@@ -202,3 +202,11 @@ def test_a_task_in_a_loop_runs_for_one_item_of_it() -> None:
         Resolver(spec, {}, outputs, iteration=3).scope_of(chain)
     with pytest.raises(InvalidInput, match=r"repeat-runs\.Output"):
         Resolver(spec, {}, {"plan-placement": _fragments()}).scope_of(chain)
+
+
+def test_the_run_id_placeholder_is_the_runs_id_as_the_driver_resolves_it() -> None:
+    """deploy_inference's run_id is ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` in the compiled YAML: the driver puts
+    the run's id there; left as written it is no valid label value, and the deploy is refused."""
+    run_id = "7f6c2a9e-0000-4000-8000-000000000001"
+    built = kfp_task_pod(compiled_path("llm_placement"), "deploy-inference", run_id=run_id)
+    assert built.parameters["run_id"] == run_id

@@ -19,6 +19,7 @@ from gpuplace.errors import InvalidInput, UnknownName
 
 # One input-parameter placeholder (a "channel") as the whole value, or anywhere in a string.
 CHANNEL = re.compile(r"^\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}$")
+JOB_UUID = "{{$.pipeline_job_uuid}}"  # the run's id, resolved by the driver
 _PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
 
 
@@ -86,9 +87,11 @@ class Resolver:
         arguments: Mapping[str, Any],
         outputs: Mapping[str, Mapping[str, Any]],
         iteration: int = 0,
+        run_id: str = "",
     ):
         self.spec = spec
         self.outputs = outputs
+        self.run_id = run_id  # what the driver puts for {{$.pipeline_job_uuid}} ("": left as written)
         self.iteration = iteration  # which item of every enclosing ParallelFor loop the task runs for
         root_defs = (spec.get("root") or {}).get("inputDefinitions") or {}
         unknown = sorted(set(arguments) - set(root_defs.get("parameters") or {}))
@@ -155,6 +158,8 @@ class Resolver:
         for k, p in specs.items():
             if "runtimeValue" in p:
                 constant = self.value(p, scope, f"task input {k}")
+                if isinstance(constant, str) and self.run_id:
+                    constant = constant.replace(JOB_UUID, self.run_id)  # dsl.PIPELINE_JOB_ID_PLACEHOLDER
                 out[k] = substitute(constant, plain) if isinstance(constant, str) else constant
         return out
 

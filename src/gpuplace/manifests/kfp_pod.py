@@ -365,7 +365,7 @@ def kfp_task_pod(
     container = executor.get("container")
     if not container:
         raise InvalidInput("task", task, "is not a container task (a DAG, an importer or a resolver)")
-    resolver = Resolver(spec, arguments or {}, task_outputs or {}, iteration)
+    resolver = Resolver(spec, arguments or {}, task_outputs or {}, iteration, run_id=run_id)
     scope = resolver.scope_of(chain)
     parameters = {**defaults(component.get("inputDefinitions") or {}), **resolver.inputs(task_spec, scope)}
     warnings: list[str] = []

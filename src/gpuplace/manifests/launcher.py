@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 OUTPUT_DIR = "/tmp/kfp_outputs"
@@ -31,15 +31,31 @@ def executor_input(
     parameters: Mapping[str, Any],
     *,
     root_uri: str,
-    input_artifacts: Mapping[str, str] | None = None,
+    input_artifacts: Mapping[str, str | Sequence[str]] | None = None,
+    output_dir: str = OUTPUT_DIR,
 ) -> dict[str, Any]:
-    """The executor input for ``component`` (its spec from the compiled pipeline)."""
+    """The executor input for ``component`` (its spec from the compiled pipeline). An input artifact is
+    one URI, or a list of them for an input that collects a loop's outputs (``Input[list[Artifact]]``,
+    ``dsl.Collected``). Parameter values are written as the driver's protobuf JSON writes them: a whole
+    number without a fraction (``2``, not ``2.0``), so an ``int`` parameter gets an int. Output parameters
+    go to files under ``output_dir`` (the launcher's is :data:`OUTPUT_DIR`)."""
     outputs = component.get("outputDefinitions") or {}
     inputs = component.get("inputDefinitions") or {}
     artifacts_in = {}
-    for name, uri in (input_artifacts or {}).items():
+    for name, uris in (input_artifacts or {}).items():
         kind = ((inputs.get("artifacts") or {}).get(name) or {}).get("artifactType") or {}
-        artifacts_in[name] = {"artifacts": [{"name": name, "type": dict(kind), "uri": uri, "metadata": {}}]}
+        listed = [uris] if isinstance(uris, str) else list(uris)
+        artifacts_in[name] = {
+            "artifacts": [
+                {
+                    "name": f"{name}-{i}" if len(listed) > 1 else name,
+                    "type": dict(kind),
+                    "uri": u,
+                    "metadata": {},
+                }
+                for i, u in enumerate(listed)
+            ]
+        }
     artifacts_out = {
         name: {
             "artifacts": [
@@ -54,16 +70,31 @@ def executor_input(
         for name, d in (outputs.get("artifacts") or {}).items()
     }
     parameters_out = {
-        name: {"outputFile": f"{OUTPUT_DIR}/{name}"} for name in outputs.get("parameters") or {}
+        name: {"outputFile": f"{output_dir}/{name}"} for name in outputs.get("parameters") or {}
     }
     return {
-        "inputs": {"parameterValues": dict(parameters), "artifacts": artifacts_in},
+        "inputs": {
+            "parameterValues": {k: protojson_number(v) for k, v in parameters.items()},
+            "artifacts": artifacts_in,
+        },
         "outputs": {
             "artifacts": artifacts_out,
             "parameters": parameters_out,
-            "outputFile": f"{OUTPUT_DIR}/output_metadata.json",
+            "outputFile": f"{output_dir}/output_metadata.json",
         },
     }
+
+
+def protojson_number(value: Any) -> Any:
+    """``value`` as protobuf's JSON writes a ``google.protobuf.Value`` (the driver's parameter values): a
+    number is a double, written without a fraction when it is whole; lists and structs likewise inside."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [protojson_number(v) for v in value]
+    if isinstance(value, dict):
+        return {k: protojson_number(v) for k, v in value.items()}
+    return value
 
 
 def resolve_args(args: list[str], executor: Mapping[str, Any]) -> list[str]:
