@@ -241,6 +241,15 @@ def test_rbac_role_is_minimal_and_only_resource_slices_are_read_cluster_wide() -
     verbs = {v for r in role["rules"] for v in r["verbs"]}
     assert verbs <= {"get", "list", "watch", "create", "patch", "delete"}
     assert not any("secrets" in r["resources"] or "*" in r["resources"] for r in role["rules"])
+    # teardown lists what was labelled (by plan or run id) in every kind a plan holds; a crash is explained
+    # with the container's last log lines
+    granted = {
+        (g, res): set(r["verbs"]) for r in role["rules"] for g in r["apiGroups"] for res in r["resources"]
+    }
+    for group, kind in [("apps", "deployments"), ("", "services"), ("policy", "poddisruptionbudgets")]:
+        assert {"get", "list", "create", "patch", "delete"} <= granted[(group, kind)], kind
+    assert granted[("resource.k8s.io", "resourceclaims")] >= {"list", "delete"}
+    assert granted[("", "pods/log")] == {"get"}
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "gpuplace-deployer", "namespace": "ns1"}
     ]

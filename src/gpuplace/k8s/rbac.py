@@ -1,11 +1,13 @@
 """The least-privilege identity of the deploy step: a ServiceAccount, a Role and a RoleBinding, and a
 read-only ClusterRole for the DRA driver's ResourceSlices.
 
-The Role grants only what :mod:`gpuplace.k8s.deploy` does: server-side apply (``patch``, plus ``create``
-because an apply that creates an object is authorized as a create too), read back (``get``) and delete the
-kinds a plan contains and the ResourceClaims of ``--gpu-api dra`` (``list`` too: teardown finds them by
-label); ``list`` and ``watch`` pods (the provisioning timer), ``create`` on ``pods/proxy`` (the first
-request to a pod's server, through the API server), list events to explain a rollout. The ClusterRole only
+The Role grants only what :mod:`gpuplace.k8s.deploy` and :mod:`gpuplace.k8s.teardown` do: server-side
+apply (``patch``, plus ``create`` because an apply that creates an object is authorized as a create too),
+read back (``get``), ``list`` (teardown finds what a deploy or a run labelled, and a refused list fails it
+rather than reading as "nothing left") and delete the kinds a plan contains and the ResourceClaims of
+``--gpu-api dra``; ``list`` and ``watch`` pods (the provisioning timer), ``get`` on ``pods/log`` (the last
+log lines of a crashing container), ``create`` on ``pods/proxy`` (the first request to a pod's server,
+through the API server), list events to explain a rollout. The ClusterRole only
 reads ResourceSlices (``get``, ``list``): which devices the DRA driver publishes, to claim the planned ones
 and to name the ones allocated. No Secrets, no nodes, nothing else cluster-scoped. docs/deploy.md shows
 the rendered YAML; the integration tests deploy with this identity, not as cluster-admin.
@@ -28,7 +30,7 @@ PLAN_RESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("", ("services", "configmaps")),
     ("policy", ("poddisruptionbudgets",)),
 )
-VERBS = ["get", "create", "patch", "delete"]
+VERBS = ["get", "list", "create", "patch", "delete"]
 
 
 def deployer_rbac(namespace: str, name: str = SERVICE_ACCOUNT) -> list[dict[str, Any]]:
@@ -38,10 +40,9 @@ def deployer_rbac(namespace: str, name: str = SERVICE_ACCOUNT) -> list[dict[str,
         {"apiGroups": [group], "resources": list(resources), "verbs": list(VERBS)}
         for group, resources in PLAN_RESOURCES
     ]
-    rules.append(
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": [*VERBS, "list"]}
-    )
+    rules.append({"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": list(VERBS)})
     rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]})
+    rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
     rules.append({"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["create"]})
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["list"]})
     labels = {"app.kubernetes.io/managed-by": "gpuplace", "app.kubernetes.io/component": "deployer"}

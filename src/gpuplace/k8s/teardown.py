@@ -88,8 +88,16 @@ def _labelled_objects(
     for api_version, kind in kinds:
         try:
             found = api.list(api_version, kind, namespace, label_selector=selector, deadline=deadline)
-        except (NotFound, Forbidden):  # no DRA on this cluster, or this identity does not use it
+        except NotFound:  # the kind is not served here (no DRA on this cluster)
             continue
+        except Forbidden as e:  # a refused lookup is not "none found": what it hides would be left running
+            raise Forbidden(
+                f"teardown may not list {kind} in namespace {namespace} to find what was labelled "
+                f"{selector}, so it cannot say that none is left ({e}). Grant the deployer's Role "
+                f"(`gpuplace rbac --namespace {namespace} | kubectl apply -f -`, docs/deploy.md)",
+                status=e.status,
+                reason=e.reason,
+            ) from e
         objects += [{**obj, "apiVersion": api_version, "kind": kind} for obj in found]
     return objects
 
