@@ -10,10 +10,10 @@ imported at the top.
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Markdown, Metrics, Output
 
-from gpuplace.components.images import CPU_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE
 
 
-@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
 def load_test(
     records: Output[Dataset],
     report: Output[Artifact],

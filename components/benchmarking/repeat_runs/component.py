@@ -7,10 +7,10 @@ Only the standard library and kfp are imported here.
 
 from kfp import dsl
 
-from gpuplace.components.images import CPU_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE
 
 
-@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
 def repeat_runs(repeats: int = 1) -> list:
     """The run numbers 1..repeats, one loop item per repeated run of both paths.
 

@@ -7,10 +7,10 @@ the task runs in, through its service account) — and writes it as JSON for ``p
 from kfp import dsl
 from kfp.dsl import Artifact, Metrics, Output
 
-from gpuplace.components.images import CPU_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE
 
 
-@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
 def discover_inventory(
     inventory: Output[Artifact],
     metrics: Output[Metrics],

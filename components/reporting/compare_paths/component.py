@@ -10,10 +10,10 @@ standard library and kfp are imported here; gpuplace is imported inside the func
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Markdown, Metrics, Output
 
-from gpuplace.components.images import CPU_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE
 
 
-@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
 def compare_paths(
     native_deployment: Input[list[Artifact]],
     native_loadtest: Input[list[Artifact]],

@@ -8,10 +8,10 @@ step attaches to that run; otherwise it creates one parent run tagged with the K
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input
 
-from gpuplace.components.images import CPU_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE
 
 
-@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
 def track_run(
     profile: Input[Dataset],
     plan: Input[Artifact],

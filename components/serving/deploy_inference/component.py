@@ -9,10 +9,10 @@ Role in docs/deploy.md (``gpuplace.k8s.rbac``). Only the standard library and kf
 from kfp import dsl
 from kfp.dsl import Artifact, Input, Metrics, Output
 
-from gpuplace.components.images import CPU_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE
 
 
-@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
 def deploy_inference(
     plan: Input[Artifact],
     deployment: Output[Artifact],

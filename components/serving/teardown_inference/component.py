@@ -10,10 +10,10 @@ Only the standard library and kfp are imported here.
 from kfp import dsl
 from kfp.dsl import Artifact, Input
 
-from gpuplace.components.images import CPU_IMAGE
+from gpuplace.components.images import COMPONENTS_IMAGE
 
 
-@dsl.component(base_image=CPU_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
 def teardown_inference(
     plan: Input[Artifact] = None,  # type: ignore[assignment]
     deployment: Input[Artifact] = None,  # type: ignore[assignment]

@@ -99,7 +99,7 @@ def test_component_spec_compiles_with_its_interface() -> None:
     spec = load_test.component_spec
     assert set(spec.outputs or {}) == {"records", "report", "metrics", "summary"}
     assert spec.inputs["deployment"].optional and spec.inputs["endpoint"].default == ""
-    assert spec.implementation.container.image.startswith("ghcr.io/gpuplace/gpuplace-cpu:")
+    assert spec.implementation.container.image.startswith("ghcr.io/gpuplace/gpuplace-components:")
 
 
 @pytest.mark.integration

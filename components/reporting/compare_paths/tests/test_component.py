@@ -81,7 +81,7 @@ def test_component_spec_has_its_interface() -> None:
     spec = compare_paths.component_spec
     assert set(spec.outputs or {}) == {"comparison", "report_md", "report_html", "metrics"}
     assert spec.outputs["report_html"].type == "system.HTML@0.0.1"
-    assert spec.implementation.container.image.startswith("ghcr.io/gpuplace/gpuplace-cpu:")
+    assert spec.implementation.container.image.startswith("ghcr.io/gpuplace/gpuplace-components:")
 
 
 @pytest.mark.integration
