@@ -1,11 +1,17 @@
 """Pods in real containers on the real testenv node (containerd + runc + kubelet: `realnode_controlplane`).
 
-- Components in their image: `discover_inventory` and `plan_placement` run in the components image that
-  `make images` built (no torch in it), each with the container command and args of the checked-in compiled
-  pipeline YAML and an executor input, as KFP's launcher would start them, and their outputs are read back
-  from the artifact paths (a hostPath stands for the pipeline root's bucket). KFP's launcher binary itself
-  cannot be had here (no image registry): `gpuplace.manifests.launcher` does its part (resolving `{{$}}`,
-  running the component's command); no upload, no ML Metadata.
+- Every component in its image: each of the ten components of the two compiled pipelines (profile, inventory,
+  plan, repeat runs, load test, compare, track, deploy, teardown, serve-and-load-test) runs on the real node
+  in the image its compiled pipeline YAML names, as `make images` built it, with the YAML's container command
+  and args and an executor input, as KFP's launcher would start it; its outputs are read back from the
+  artifact paths (a hostPath stands for the pipeline root's bucket) and checked. Two images stand in: the
+  CPU image for the CUDA one (profiling; no GPU here) and for the vLLM one (serve-and-load-test; the vLLM
+  image cannot be built on this disk, images/README.md). KFP's launcher binary itself cannot be had here (no
+  image registry): `gpuplace.manifests.launcher` does its part (resolving `{{$}}`, running the component's
+  command); no upload, no ML Metadata. The load test, compare and track tasks read the synthetic sample
+  (tests.support.sample) and load-test the fault-injecting test server on the node's gateway (what is
+  tested is the component in its image; real servers are load-tested in test_realnode_serving.py). Deploy
+  and teardown run as the least-privilege deployer ServiceAccount (`gpuplace rbac`), in-cluster.
 - Faults, each through `deploy_plan` as a user would deploy: an image that is not on the node fails the
   deploy at once, naming the image and `make images`; a crashing container is reported as CrashLoopBackOff
   with its last log lines and the deploy is rolled back; a pod that never gets Ready fails at the deadline.
@@ -15,29 +21,38 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from gpuplace.jobs.submit import compiled_path
 from gpuplace.k8s import Api, DeployFailed, connect, deploy_plan
+from gpuplace.k8s.kfp_task import plan_outputs
 from gpuplace.k8s.podfaults import PodFailed, container_logs
 from gpuplace.k8s.provisioning import ProvisioningTimeout
+from gpuplace.k8s.rbac import SERVICE_ACCOUNT, deployer_rbac
 from gpuplace.k8s.runtime import NoServeCheck
 from gpuplace.manifests.kfp_package import find_task, load_package
 from gpuplace.manifests.kfp_pod import kfp_task_pod
 from gpuplace.manifests.launcher import executor_input, launched_pod
+from gpuplace.plandir import read_plan_dir
 from gpuplace.testenv import ControlPlane
 from gpuplace.testenv.localimages import busybox_image
-from gpuplace.testenv.realnode import RealNode, built_image_archives
-from tests.support.plans import sample_plan, write_sample_plan
+from gpuplace.testenv.realnode import GATEWAY, RealNode, built_image_archives
+from tests.support.plans import local_plan_dir, sample_plan, write_sample_plan
+from tests.support.sample import write_sample_inputs
+from tests.support.testserver import FaultServer, ServerOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.controlplane, pytest.mark.realnode]
 
-COMPONENTS = "gpuplace-components"
+# The image the compiled YAML names → the one that runs here in its place (no GPU; no vLLM image).
+STANDS_IN = {"gpuplace-cuda": "gpuplace-cpu", "gpuplace-vllm": "gpuplace-cpu"}
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +64,29 @@ def node_api(realnode_controlplane: ControlPlane) -> Iterator[tuple[Api, RealNod
     api.client.close()
 
 
-def _components_image() -> str:
-    tags = [t for t in built_image_archives() if f"/{COMPONENTS}:" in t]
+@pytest.fixture
+def bucket(tmp_path: Path) -> Path:
+    """The pipeline root's bucket: ``gs://root/...`` is ``/gcs/root/...`` in the pod, ``<bucket>/root/...``
+    here. The components run as user 10001."""
+    root = tmp_path / "bucket"
+    (root / "root").mkdir(parents=True)
+    for d in (root, root / "root"):
+        d.chmod(0o777)
+    return root
+
+
+def local_image(compiled: str) -> str:
+    """The image `make images` built for ``compiled`` (the YAML's ``ghcr.io/gpuplace/<name>:<version>``),
+    or the one that stands in for it here."""
+    name = compiled.rsplit("/", 1)[-1].split(":")[0]
+    want = STANDS_IN.get(name, name)
+    tags = [t for t in built_image_archives() if f"/{want}:" in t]
     if not tags:
-        pytest.fail("the components image is not built: run `IMAGES=components make images`", pytrace=False)
+        pytest.fail(f"the {want} image is not built: run `IMAGES={want[9:]} make images`", pytrace=False)
     return tags[0]
 
 
-def _wait_done(api: Api, name: str, timeout_s: float = 300.0) -> dict[str, Any]:
+def _wait_done(api: Api, name: str, timeout_s: float) -> dict[str, Any]:
     end = time.monotonic() + timeout_s
     while True:
         pod = api.get("v1", "Pod", name, "default")
@@ -67,65 +97,255 @@ def _wait_done(api: Api, name: str, timeout_s: float = 300.0) -> dict[str, Any]:
 
 
 def _run_component(
-    api: Api, node: RealNode, pipeline: str, task: str, parameters: dict[str, Any], root: Path, **inputs: str
-) -> dict[str, Any]:
-    """Run ``task`` of the compiled ``pipeline`` on the real node in the components image, with its input
-    ``parameters`` as the driver would resolve them (the pipeline's defaults otherwise)."""
+    api: Api,
+    node: RealNode,
+    pipeline: str,
+    task: str,
+    parameters: dict[str, Any],
+    bucket: Path,
+    *,
+    planned: Path | None = None,
+    service_account: str = "",
+    timeout_s: float = 300.0,
+    artifacts: dict[str, str | list[str]] | None = None,
+) -> tuple[Path, str]:
+    """Run ``task`` of the compiled ``pipeline`` on the real node in its image, with its input
+    ``parameters`` as the driver would resolve them (the pipeline's defaults otherwise) and the input
+    ``artifacts`` (``gs://root/...`` URIs; a list for a loop's collected outputs); ``planned`` (a plan
+    directory here) gives what plan-placement output to the tasks after it. Its outputs folder in the
+    bucket, and its log."""
     package = compiled_path(pipeline)
     spec, _platform = load_package(package)
     task_spec, _chain = find_task(spec, task)
     component = spec["components"][task_spec["componentRef"]["name"]]
     name = f"c-{task}"[:63]
-    built = kfp_task_pod(package, task, pod_name=name)
+    outputs = None
+    if planned is not None:  # and the loop over runs, in its first iteration
+        outputs = {"plan-placement": plan_outputs(read_plan_dir(planned)), "repeat-runs": {"Output": [1]}}
+    built = kfp_task_pod(package, task, pod_name=name, task_outputs=outputs, service_account=service_account)
     executor = executor_input(
-        component, {**built.parameters, **parameters}, root_uri=f"gs://root/{task}", input_artifacts=inputs
+        component,
+        {**built.parameters, **parameters},
+        root_uri=f"gs://root/{task}",
+        input_artifacts=artifacts or {},
+        output_dir=f"/gcs/root/{task}/parameters",
     )
-    pod = launched_pod(built.pod, executor, image=_components_image())
+    (main,) = [c for c in built.pod["spec"]["containers"] if c["name"] == "main"]
+    image = local_image(main["image"])
+    pod = launched_pod(built.pod, executor, image=image)
     pod["spec"]["nodeName"] = node.name
     # The pipeline root's bucket (/gcs in the pod) is a directory of this machine, so outputs can be read.
     pod["spec"]["volumes"] = [v for v in pod["spec"]["volumes"] if v["name"] != "gcs-scratch"] + [
-        {"name": "gcs-scratch", "hostPath": {"path": str(root), "type": "Directory"}}
+        {"name": "gcs-scratch", "hostPath": {"path": str(bucket), "type": "Directory"}}
     ]
+    out = bucket / "root" / task
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)
     api.create(pod, "default")
-    done = _wait_done(api, name)
+    done = _wait_done(api, name, timeout_s)
     logs = container_logs(api, done, "main", previous=False)
     api.delete(pod, "default")
     (status,) = done["status"]["containerStatuses"]
     assert done["status"]["phase"] == "Succeeded", f"{task}: {status['state']}\n{logs}"
-    assert status["image"] == _components_image()
-    return done
+    assert status["image"] == image
+    return out, logs
 
 
-def test_components_run_in_their_image_as_the_launcher_would_start_them(
-    node_api: tuple[Api, RealNode], tmp_path: Path
-) -> None:
+def _in_bucket(bucket: Path, source: Path, name: str) -> str:
+    """Copy ``source`` (a file or folder made here) into the bucket; its ``gs://`` URI."""
+    target = bucket / "root" / "inputs" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
+    return f"gs://root/inputs/{name}"
+
+
+def test_profile_runs_in_its_image(node_api: tuple[Api, RealNode], bucket: Path) -> None:
+    """profile_latency (the CUDA image in the YAML; the CPU image here) measures the tiny model on the
+    container's CPU."""
     api, node = node_api
-    root = tmp_path / "bucket"
-    root.mkdir(mode=0o777)
-    root.chmod(0o777)  # the components run as user 10001
-    _run_component(api, node, "llm_placement", "discover-inventory", {"source": "h100-nvlink"}, root)
-    inventory = json.loads((root / "root" / "discover-inventory" / "inventory").read_text())
+    params: dict[str, Any] = {"model": "tiny", "device": "cpu", "batch_sizes": "1", "prompt_tokens": "16"}
+    params |= {"output_tokens": "4", "repeats": 1, "warmup": 1, "dtypes": "float32"}
+    out, _ = _run_component(api, node, "llm_placement", "profile-latency", params, bucket, timeout_s=600)
+    info = json.loads((out / "device_info").read_text())
+    assert info["kind"] == "cpu" and info["torch_version"], info
+    profile = pd.read_parquet(out / "profile")
+    assert len(profile) >= 1 and "| 1 | 16 |" in (out / "summary").read_text()
+
+
+def test_inventory_and_plan_run_in_their_image(node_api: tuple[Api, RealNode], bucket: Path) -> None:
+    api, node = node_api
+    out, _ = _run_component(
+        api, node, "llm_placement", "discover-inventory", {"source": "h100-nvlink"}, bucket
+    )
+    inventory = json.loads((out / "inventory").read_text())
     assert inventory["source"] == "h100-nvlink" and len(inventory["nodes"]) == 4
-    arguments = {
-        "model": "tiny",
-        "slo_tpot_ms": 50.0,
-        "slo_ttft_ms": 2000.0,
-        "rate": 2.0,
-        "inventory": "h100-nvlink",
-    }
-    _run_component(
+    arguments = {"model": "tiny", "slo_tpot_ms": 50.0, "slo_ttft_ms": 2000.0, "rate": 2.0}
+    out, _ = _run_component(
         api,
         node,
         "llm_placement",
         "plan-placement",
-        arguments,
-        root,
-        inventory_json="gs://root/discover-inventory/inventory",
+        {**arguments, "inventory": "h100-nvlink"},
+        bucket,
+        artifacts={"inventory_json": "gs://root/discover-inventory/inventory"},
     )
-    plan_dir = root / "root" / "plan-placement" / "plan"
-    plan = json.loads((plan_dir / "plan.json").read_text())
+    plan = json.loads((out / "plan" / "plan.json").read_text())
     assert plan["model"] == "tiny" and plan["placements"]
     assert {p["node"] for p in plan["placements"]} <= {n["name"] for n in inventory["nodes"]}
+
+
+def test_repeat_runs_load_test_compare_and_track_run_in_their_image(
+    node_api: tuple[Api, RealNode], bucket: Path, tmp_path: Path
+) -> None:
+    """The comparison's loop count, a load test of a server on the node's gateway, the comparison of two
+    runs per path (lists of artifacts, as dsl.Collected gives them) and the MLflow logging of a run into a
+    store in the bucket, read back here."""
+    api, node = node_api
+    sample = write_sample_inputs(tmp_path / "sample", requests=60, with_profile=True)
+    assert sample.profile is not None
+    plan = _in_bucket(bucket, sample.plan, "plan")
+    out, _ = _run_component(
+        api, node, "orchestration_comparison", "repeat-runs", {"repeats": 2}, bucket, planned=sample.plan
+    )
+    assert json.loads((out / "parameters" / "output_metadata.json").read_text())["parameterValues"] == {
+        "Output": [1, 2]
+    }
+
+    server = FaultServer(ServerOptions(token_delay_s=0.005))
+    server.start(host=GATEWAY)
+    try:
+        params = {"endpoint": f"http://{GATEWAY}:{server.port}", "max_requests": 6, "rate": 4.0}
+        out, _ = _run_component(
+            api, node, "llm_placement", "load-test", params, bucket, artifacts={"plan": plan}
+        )
+    finally:
+        server.stop()
+    report = json.loads((out / "report").read_text())
+    assert report["completed"] == 6 and report["errors"] == {}, report
+    assert server.stats.requests >= 6
+
+    runs: dict[str, str | list[str]] = {"plan": plan}
+    for path in ("native", "kubeflow"):
+        runs[f"{path}_deployment"] = [
+            _in_bucket(bucket, sample.deployments[path], f"{path}-dep-{i}") for i in (0, 1)
+        ]
+        runs[f"{path}_loadtest"] = [
+            _in_bucket(bucket, sample.loadtests[path], f"{path}-lt-{i}") for i in (0, 1)
+        ]
+    params = {"inventory": "h100-nvlink", "log_to_mlflow": False}
+    out, _ = _run_component(
+        api,
+        node,
+        "orchestration_comparison",
+        "compare-paths",
+        params,
+        bucket,
+        planned=sample.plan,
+        artifacts=runs,
+    )
+    comparison = json.loads((out / "comparison").read_text())
+    assert comparison["score"]["runs"] == {"native": 2, "kubeflow": 2}
+    assert comparison["score"]["winner"] in ("native", "kubeflow", "")
+    assert "synthetic" in (out / "report_md").read_text()
+
+    store = bucket / "root" / "mlflow"
+    store.mkdir(mode=0o777)
+    store.chmod(0o777)
+    params = {"mlflow_workdir": "/gcs/root/mlflow", "mlflow_uri": "", "run_name": "in-its-image"}
+    _run_component(
+        api,
+        node,
+        "llm_placement",
+        "track-run",
+        params,
+        bucket,
+        artifacts={
+            "plan": plan,
+            "deployment": _in_bucket(bucket, sample.deployments["native"], "deployment.json"),
+            "report": "gs://root/load-test/report",
+            "records": "gs://root/load-test/records",
+            "profile": _in_bucket(bucket, sample.profile, "profile.parquet"),
+        },
+    )
+    with sqlite3.connect(store / "mlflow.db") as db:
+        names = {row[0] for row in db.execute("select name from runs")}
+        metrics = {row[0] for row in db.execute("select key from metrics")}
+    assert "in-its-image" in names, names
+    assert any("ttft" in m for m in metrics), metrics
+
+
+def test_deploy_and_teardown_run_in_their_image_as_the_deployer(
+    node_api: tuple[Api, RealNode], bucket: Path, tmp_path: Path
+) -> None:
+    """deploy_inference applies a plan (busybox's httpd on the real node) from inside its pod, in-cluster as
+    the deployer ServiceAccount, and records where its pod runs; teardown_inference takes it down the same
+    way, from the record and the plan."""
+    api, node = node_api
+    for obj in deployer_rbac("default"):
+        api.apply(obj, "default")
+    httpd = {
+        "image": busybox_image(),
+        "command": ["/bin/busybox", "httpd", "-f", "-p", "8080"],
+        "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+    }
+    plan = _in_bucket(bucket, _busybox_plan(tmp_path, node.name, "httpd", httpd).path, "httpd-plan")
+    params = {"target": "kubernetes", "runtime": "none", "gpu_api": "device-plugin", "timeout_s": 120.0}
+    as_deployer = SERVICE_ACCOUNT
+    out, logs = _run_component(
+        api,
+        node,
+        "llm_placement",
+        "deploy-inference",
+        params,
+        bucket,
+        artifacts={"plan": plan},
+        service_account=as_deployer,
+    )
+    record = json.loads((out / "deployment").read_text())
+    assert record["ready"] and [p["node"] for p in record["pods"]] == [node.name], logs
+    assert api.get_or_none("apps/v1", "Deployment", "httpd", "default") is not None
+    params = {"target": "kubernetes", "timeout_s": 120.0}
+    _, logs = _run_component(
+        api,
+        node,
+        "llm_placement",
+        "teardown-inference",
+        params,
+        bucket,
+        artifacts={"plan": plan, "deployment": "gs://root/deploy-inference/deployment"},
+        service_account=as_deployer,
+    )
+    assert "deleted 1 objects" in logs, logs
+    _nothing_left(api, "httpd")
+
+
+def test_serve_and_load_test_runs_in_its_image(
+    node_api: tuple[Api, RealNode], bucket: Path, tmp_path: Path
+) -> None:
+    """The Kubeflow path's task (the vLLM image in the YAML; the CPU image here) serves the plan for this
+    machine inside its container (its local backend: the tiny model built from its preset and served by
+    `transformers serve`) and load-tests it there."""
+    api, node = node_api
+    planned = local_plan_dir(tmp_path / "plan", node.name)
+    plan = _in_bucket(bucket, planned.path, "local-plan")  # the task reads it; its kfp outputs place the pod
+    # The compiled default, backend kfp, runs the plan's vLLM spec with `vllm serve` in the vLLM image: no GPU
+    # and no vLLM image here, so the task serves with its local backend (the plan's transformers engine)
+    params = {"max_requests": 3, "rate": 1.0, "startup_timeout_s": 600.0, "backend": "local"}
+    out, logs = _run_component(
+        api,
+        node,
+        "orchestration_comparison",
+        "serve-and-load-test",
+        params,
+        bucket,
+        planned=planned.path,
+        artifacts={"plan": plan},
+        timeout_s=900,
+    )
+    report = json.loads((out / "report").read_text())
+    assert report["completed"] == 3, (report, logs[-2000:])
+    record = json.loads((out / "deployment").read_text())
+    assert record["target"] == "local" and record["path"] == "kubeflow", record
 
 
 def _busybox_plan(tmp_path: Path, node: str, name: str, container: dict[str, Any]) -> Any:

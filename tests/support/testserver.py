@@ -199,8 +199,8 @@ class FaultServer:
             await self._runner.cleanup()
             self._runner = None
 
-    def start(self, port: int = 0) -> FaultServer:
-        """Serve from a daemon thread with its own event loop; returns once the port is bound."""
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> FaultServer:
+        """Serve on ``host`` from a daemon thread with its own event loop; returns once the port is bound."""
         ready = threading.Event()
         errors: list[BaseException] = []
 
@@ -208,7 +208,7 @@ class FaultServer:
             loop = asyncio.new_event_loop()
             self._loop = loop
             try:
-                loop.run_until_complete(self.start_async(port=port))
+                loop.run_until_complete(self.start_async(host, port))
             except BaseException as e:
                 errors.append(e)
                 ready.set()
