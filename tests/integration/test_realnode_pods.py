@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from gpuplace.deploy.testenv_runtime import local_build_of
 from gpuplace.jobs.submit import compiled_path
 from gpuplace.k8s import Api, DeployFailed, connect, deploy_plan
 from gpuplace.k8s.kfp_task import plan_outputs
@@ -68,22 +69,28 @@ def node_api(realnode_controlplane: ControlPlane) -> Iterator[tuple[Api, RealNod
 def bucket(tmp_path: Path) -> Path:
     """The pipeline root's bucket: ``gs://root/...`` is ``/gcs/root/...`` in the pod, ``<bucket>/root/...``
     here. The components run as user 10001."""
-    root = tmp_path / "bucket"
-    (root / "root").mkdir(parents=True)
-    for d in (root, root / "root"):
-        d.chmod(0o777)
+    root = _open_dir(tmp_path / "bucket")
+    _open_dir(root / "root")
     return root
 
 
 def local_image(compiled: str) -> str:
     """The image `make images` built for ``compiled`` (the YAML's ``ghcr.io/gpuplace/<name>:<version>``),
-    or the one that stands in for it here."""
-    name = compiled.rsplit("/", 1)[-1].split(":")[0]
-    want = STANDS_IN.get(name, name)
-    tags = [t for t in built_image_archives() if f"/{want}:" in t]
-    if not tags:
-        pytest.fail(f"the {want} image is not built: run `IMAGES={want[9:]} make images`", pytrace=False)
-    return tags[0]
+    or for the one that stands in for it here."""
+    repo, _, version = compiled.rpartition(":")
+    name = repo.rsplit("/", 1)[-1]
+    wanted = f"{repo.rsplit('/', 1)[0]}/{STANDS_IN.get(name, name)}:{version}"
+    found = local_build_of(wanted, built_image_archives())
+    if not found:
+        pytest.fail(f"no local build of {wanted}: run `make test-images`", pytrace=False)
+    return found
+
+
+def _open_dir(path: Path) -> Path:
+    """A folder the components (user 10001) may write into."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o777)
+    return path
 
 
 def _wait_done(api: Api, name: str, timeout_s: float) -> dict[str, Any]:
@@ -138,9 +145,7 @@ def _run_component(
     pod["spec"]["volumes"] = [v for v in pod["spec"]["volumes"] if v["name"] != "gcs-scratch"] + [
         {"name": "gcs-scratch", "hostPath": {"path": str(bucket), "type": "Directory"}}
     ]
-    out = bucket / "root" / task
-    out.mkdir(mode=0o777)
-    out.chmod(0o777)
+    out = _open_dir(bucket / "root" / task)
     api.create(pod, "default")
     done = _wait_done(api, name, timeout_s)
     logs = container_logs(api, done, "main", previous=False)
@@ -248,9 +253,7 @@ def test_repeat_runs_load_test_compare_and_track_run_in_their_image(
     assert comparison["score"]["winner"] in ("native", "kubeflow", "")
     assert "synthetic" in (out / "report_md").read_text()
 
-    store = bucket / "root" / "mlflow"
-    store.mkdir(mode=0o777)
-    store.chmod(0o777)
+    store = _open_dir(bucket / "root" / "mlflow")
     params = {"mlflow_workdir": "/gcs/root/mlflow", "mlflow_uri": "", "run_name": "in-its-image"}
     _run_component(
         api,

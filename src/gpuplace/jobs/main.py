@@ -41,6 +41,7 @@ from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport
 from gpuplace.units import ms
 
+RUNNER_LOG = "runner.log"  # in the run directory: the runner's and the tasks' own output
 DEFAULT_FLEET = "mixed-a100-h100-l4"  # the fleet a local run also plans, as a prediction for its GPUs
 
 
@@ -227,7 +228,7 @@ def run_locally(pipeline: Any, arguments: dict[str, Any], run_dir: Path, *, verb
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(run_dir / "kfp"), raise_on_error=True
     )
-    log = run_dir / "runner.log"
+    log = run_dir / RUNNER_LOG
     cwd = Path.cwd()
     console = None
     os.chdir(run_dir)  # the local runner and the local MLflow store write relative paths
@@ -281,7 +282,7 @@ def read_result(
         measured,
         mlflow,
         report,
-        run_dir / "runner.log",
+        run_dir / RUNNER_LOG,
         comparison,
         prediction=read_prediction(report_file),
         fleet_plan=fleet_plan,

@@ -102,6 +102,11 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def host_path() -> str:
+    """``$PATH`` with the sbin folders where Debian puts the node's tools (ctr, iptables, ip)."""
+    return os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
+
+
 def containerd_answers(sock: Path) -> bool:
     """Whether a containerd serves on ``sock``. ``ctr version`` prints its client half to stdout before it
     dials, so its output says nothing; only its exit status does. A socket file left by a containerd that
@@ -113,7 +118,7 @@ def containerd_answers(sock: Path) -> bool:
         capture_output=True,
         text=True,
         timeout=10,
-        env=dict(os.environ, PATH=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])),
+        env=dict(os.environ, PATH=host_path()),
     )
     return result.returncode == 0 and "Server:" in result.stdout
 

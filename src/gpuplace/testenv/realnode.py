@@ -93,7 +93,7 @@ def host_tools_missing() -> list[str]:
         "mount",
         "busybox",
     )
-    missing = [n for n in needed if shutil.which(n, path=_path()) is None]
+    missing = [n for n in needed if shutil.which(n, path=nodeclean.host_path()) is None]
     missing += [
         f"{CNI_BIN_DIR}/{p}"
         for p in ("bridge", "host-local", "loopback")
@@ -117,10 +117,6 @@ def require_short_sockets(testenv_dir: Path) -> None:
             f"Pass a --state-dir of at most {SOCKET_PATH_MAX - size + len(os.fsencode(str(testenv_dir)))} "
             "bytes (e.g. under /tmp), or leave it out for the default",
         )
-
-
-def _path() -> str:
-    return os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
 
 
 @dataclass
@@ -180,7 +176,7 @@ class RealNode:
         }
 
     def _spawn(self, name: str) -> None:
-        env = dict(os.environ, PATH=_path())
+        env = dict(os.environ, PATH=nodeclean.host_path())
         pid, started = spawn_logged(self.commands[name], self.log(name), cwd=self.dir, env=env)
         self.pids[name], self.pid_starts[name] = pid, started or 0
         self.save()
@@ -195,7 +191,11 @@ class RealNode:
         """``ctr`` against this node's containerd, in the kubelet's namespace."""
         command = ["ctr", "--address", str(self.socket), "--namespace", CONTAINERD_NAMESPACE, *args]
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s, env=dict(os.environ, PATH=_path())
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(os.environ, PATH=nodeclean.host_path()),
         )
         if check and result.returncode != 0:
             raise RealNodeError(f"{' '.join(command)} failed ({result.returncode}): {result.stderr.strip()}")
