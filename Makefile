@@ -33,9 +33,13 @@ run: $(STAMP)
 ## docs, the real node, the timing measurements, each module), longest first; 0 (the default until a full run has
 ## passed with 2): one process, as before (docs/development.md, "How make test runs")
 PYTEST_WORKERS ?= 0
+## The free disk is printed before and after pytest: a CI run once ran out of it (docs/development.md#disk).
+DISK_FREE = echo "disk: $$(df -h --output=avail . | tail -1 | tr -d ' ') free $(1)"
 test: $(STAMP) lint typecheck k8s-bins node-deps test-images checkov chromium kfp-markdown
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
-		-m "not gpu and not docs_testenv and not docs_slow" $(PYTEST_ARGS)
+	@$(call DISK_FREE,before pytest)
+	@status=0; $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		-m "not gpu and not docs_testenv and not docs_slow" $(PYTEST_ARGS) || status=$$?; \
+		$(call DISK_FREE,after pytest); exit $$status
 
 ## make docs-test: the docs test alone (every bash block of README.md and docs/*.md without a marker, run as
 ## written from a scratch directory; make test runs it too). docs-test-testenv adds the blocks marked testenv

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# make images: builds the images in images/ with buildah on a local base (images/base/build.sh), and writes
-# the ones that run here (no GPU: components, cpu) as a docker-archive the real testenv node loads
-# (~/.cache/gpuplace/images/<name>.tar, or $GPUPLACE_IMAGES_CACHE). Which: IMAGES="components cpu cuda vllm"
-# (default: all); which get an archive: ARCHIVES (default "components cpu"; the CUDA and vLLM images cannot
-# run without a GPU, and their archives would take 7 and 16 GB of disk).
+# make images: builds the images in images/ with buildah on a local base (images/base/build.sh), and records
+# the ones that run here (no GPU: components, cpu) for the real testenv node, which streams them from buildah's
+# storage into its containerd (gpuplace.testenv.nodeimages): <name>.tag and <name>.id (buildah's image id) in
+# ~/.cache/gpuplace/images, or $GPUPLACE_IMAGES_CACHE. No archive is written: the CPU image's took 6.4 GB, on a
+# disk a CI run filled (docs/development.md#disk); an archive left by an earlier version is removed.
+# Which: IMAGES="components cpu cuda vllm" (default: all); which the node loads: NODE_IMAGES (default
+# "components cpu"; the CUDA and vLLM images cannot run without a GPU).
 #
 # Local builds are tagged gpuplace.local/gpuplace-<name>:<version>-debian-bookworm: built here, on the
 # local Debian base, not the images the pipelines name (ghcr.io/gpuplace/...), which are built on the
-# official Python base. buildah's layer cache (--layers) makes a second build with no change quick; an
-# archive is rewritten only when its image changed.
+# official Python base. buildah's layer cache (--layers) makes a second build with no change quick.
 #
 # --force-rm: a build that fails (or is stopped) removes its working container, which otherwise keeps
 # gigabytes of half-installed layer on the disk.
@@ -40,7 +41,7 @@ fi
 
 # No pip cache is mounted into the builds: this machine's PyPI mirror sends no cache headers, so pip's HTTP
 # cache stores nothing (measured: an empty --cache-dir after a download). The layer cache does the caching.
-ARCHIVES="${ARCHIVES:-components cpu}"
+NODE_IMAGES="${NODE_IMAGES:-${ARCHIVES:-components cpu}}"  # ARCHIVES: its earlier name
 
 # The CPU image takes torch from PyTorch's CPU index; where it cannot be reached, from PyPI (larger: CUDA).
 TORCH_INDEX_URL="${GPUPLACE_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
@@ -66,18 +67,11 @@ for name in $IMAGES; do
     --build-arg "VLLM_VERSION=$VLLM_VERSION" --build-arg "TORCH_REQUIREMENT=$TORCH_REQUIREMENT" -f "images/Dockerfile.$name" -t "$tag" . > "$OUT/$name.build.log" 2>&1 \
     || { tail -30 "$OUT/$name.build.log" >&2; exit 1; }
   id="$(buildah inspect --type image --format '{{.FromImageID}}' "$tag")"
-  if [[ " $ARCHIVES " != *" $name "* ]]; then
-    rm -f "$OUT/$name.tar" "$OUT/$name.id"
-  elif [[ ! -f "$OUT/$name.tar" || "$(cat "$OUT/$name.id" 2>/dev/null)" != "$id" ]]; then
-    rm -f "$OUT/$name.tar"
-    buildah push --quiet "$tag" "docker-archive:$OUT/$name.tar:$tag" >/dev/null
-    echo "$id" > "$OUT/$name.id"
-  fi
+  rm -f "$OUT/$name.tar"  # written by earlier versions of this script
+  if [[ " $NODE_IMAGES " == *" $name "* ]]; then echo "$id" > "$OUT/$name.id"; else rm -f "$OUT/$name.id"; fi
   size="$(buildah images --format '{{.Size}}' "$tag" | head -1)"
   echo "$tag" > "$OUT/$name.tag"
-  archive="no archive"
-  [[ -f "$OUT/$name.tar" ]] && archive="archive $(du -h "$OUT/$name.tar" | cut -f1)"
-  echo "images: $tag: $size, $archive, $(( $(date +%s) - start )) s"
+  echo "images: $tag: $size, $(( $(date +%s) - start )) s"
 done
 # A rebuilt image leaves its previous build dangling (untagged): remove those, keep the layer cache.
 buildah rmi --prune >/dev/null 2>&1 || true

@@ -280,13 +280,13 @@ STAGES = ("scheduling_s", "image_s", "container_start_s", "server_start_s")
 
 def real_node_unavailable() -> str:
     """Why the real-node part cannot run here ("" when it can)."""
-    from gpuplace.testenv.realnode import built_image_archives, host_tools_missing
+    from gpuplace.testenv.realnode import built_images, host_tools_missing
 
     if os.geteuid() != 0:
         return "not root (the real node needs containerd, runc and a CNI bridge)"
     if host_tools_missing():
         return f"missing {', '.join(host_tools_missing())} (make node-deps)"
-    if not any("/gpuplace-cpu:" in t for t in built_image_archives()):
+    if not any("/gpuplace-cpu:" in t for t in built_images()):
         return "the CPU serving image is not built (IMAGES=cpu make images)"
     return ""
 

@@ -45,7 +45,7 @@ from gpuplace.manifests.launcher import executor_input, launched_pod
 from gpuplace.plandir import read_plan_dir
 from gpuplace.testenv import ControlPlane
 from gpuplace.testenv.localimages import busybox_image
-from gpuplace.testenv.realnode import GATEWAY, RealNode, built_image_archives
+from gpuplace.testenv.realnode import GATEWAY, RealNode, built_images
 from tests.support.plans import local_plan_dir, sample_plan, write_sample_plan
 from tests.support.sample import write_sample_inputs
 from tests.support.testserver import FaultServer, ServerOptions
@@ -80,7 +80,7 @@ def local_image(compiled: str) -> str:
     repo, _, version = compiled.rpartition(":")
     name = repo.rsplit("/", 1)[-1]
     wanted = f"{repo.rsplit('/', 1)[0]}/{STANDS_IN.get(name, name)}:{version}"
-    found = local_build_of(wanted, built_image_archives())
+    found = local_build_of(wanted, built_images())
     if not found:
         pytest.fail(f"no local build of {wanted}: run `make test-images`", pytrace=False)
     return found
@@ -162,6 +162,26 @@ def _in_bucket(bucket: Path, source: Path, name: str) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
     return f"gs://root/inputs/{name}"
+
+
+def test_the_node_holds_its_images_unpacked_without_archives_or_layer_blobs(
+    node_api: tuple[Api, RealNode],
+) -> None:
+    """The images came from buildah's storage as a stream: no archive in the images cache, and none of their
+    layer blobs left in containerd's content store (a CI run filled its disk with both, 13 GB for the CPU
+    image); the tests below start containers from them."""
+    from gpuplace.testenv.nodeimages import images_cache, layer_digests
+
+    _api, node = node_api
+    assert not list(images_cache().glob("*.tar")), sorted(images_cache().glob("*.tar"))
+    kept = {line.split()[0] for line in node.ctr("content", "ls", "-q").splitlines() if line.strip()}
+    rows = {r.split()[0]: r.split()[2] for r in node.ctr("images", "ls").splitlines()[1:] if r.strip()}
+    for tag in built_images():
+        if "/gpuplace-cuda:" in tag or "/gpuplace-vllm:" in tag:
+            continue
+        assert tag in rows, f"{tag} not in the node's containerd: {sorted(rows)}"
+        layers = layer_digests(node.ctr("content", "get", rows[tag]))
+        assert layers and not kept & set(layers), f"{tag}: layer blobs kept {sorted(kept & set(layers))}"
 
 
 def test_profile_runs_in_its_image(node_api: tuple[Api, RealNode], bucket: Path) -> None:

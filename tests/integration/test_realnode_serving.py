@@ -30,7 +30,7 @@ from gpuplace.plandir import PlanDir
 from gpuplace.steps.load_test import load_test_config
 from gpuplace.steps.serve_and_load_test import compiled_package, serve_and_load_test
 from gpuplace.testenv import ControlPlane
-from gpuplace.testenv.realnode import RUNTIME_NAME, RealNode, built_image_archives, node_name
+from gpuplace.testenv.realnode import RUNTIME_NAME, RealNode, built_images, node_name
 from tests.support.plans import local_plan_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.controlplane, pytest.mark.realnode]
@@ -40,7 +40,7 @@ START_S = 900.0  # the container builds the model and loads torch: minutes on a 
 
 @pytest.fixture(scope="module")
 def kubeconfig(realnode_controlplane: ControlPlane) -> Iterator[str]:
-    if not any("/gpuplace-cpu:" in t for t in built_image_archives()):
+    if not any("/gpuplace-cpu:" in t for t in built_images()):
         pytest.fail("the CPU serving image is not built: run `IMAGES=cpu make images`", pytrace=False)
     yield str(realnode_controlplane.kubeconfig)
 

@@ -5,9 +5,11 @@ iptables change, and the launcher stand-in that starts a compiled component as K
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuplace.jobs.submit import compiled_path
@@ -102,17 +104,55 @@ def test_the_launcher_stand_in_runs_the_components_own_command_with_its_executor
 
 
 def test_an_image_is_imported_again_only_when_make_images_rebuilt_it(tmp_path: Path) -> None:
+    from gpuplace.testenv.nodeimages import mark_imported
     from gpuplace.testenv.realnode import needs_import
 
-    archive, store = tmp_path / "cpu.tar", tmp_path / "store"
-    archive.write_bytes(b"tar")
+    build_id, store = tmp_path / "cpu.id", tmp_path / "store"
+    build_id.write_text("aaa\n")
+    assert needs_import(build_id, store)  # never imported
+    mark_imported(build_id, store)
+    assert not needs_import(build_id, store)  # the store holds this build
+    build_id.write_text("bbb\n")
+    assert needs_import(build_id, store)  # rebuilt since
+
+
+def test_the_node_loads_the_images_make_images_recorded_and_no_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``images/build.sh`` writes ``<name>.tag`` for every image and ``<name>.id`` for those the node loads;
+    no archive."""
+    from gpuplace.testenv.nodeimages import built_images
+
+    monkeypatch.setenv("GPUPLACE_IMAGES_CACHE", str(tmp_path))
+    (tmp_path / "cpu.tag").write_text("gpuplace.local/gpuplace-cpu:0.1.0-debian-bookworm\n")
     (tmp_path / "cpu.id").write_text("aaa\n")
-    assert needs_import(archive, store)  # never imported
-    (store / "gpuplace-imported").mkdir(parents=True)
-    (store / "gpuplace-imported" / "cpu.id").write_text("aaa\n")
-    assert not needs_import(archive, store)  # the store holds this build
-    (tmp_path / "cpu.id").write_text("bbb\n")
-    assert needs_import(archive, store)  # rebuilt since
+    (tmp_path / "vllm.tag").write_text("gpuplace.local/gpuplace-vllm:0.1.0-debian-bookworm\n")
+    assert built_images() == {"gpuplace.local/gpuplace-cpu:0.1.0-debian-bookworm": tmp_path / "cpu.id"}
+
+
+def test_layer_digests_read_a_docker_and_an_oci_manifest() -> None:
+    from gpuplace.testenv.nodeimages import layer_digests
+
+    docker = {
+        "schemaVersion": 2,
+        "config": {"digest": "sha256:c"},
+        "layers": [{"digest": "sha256:a"}, {"digest": "sha256:b"}],
+    }
+    assert layer_digests(json.dumps(docker)) == ["sha256:a", "sha256:b"]
+    assert layer_digests(json.dumps({"schemaVersion": 2, "manifests": []})) == []  # an index: nothing to drop
+
+
+def test_an_image_buildah_does_not_hold_fails_the_import_naming_make_test_images(tmp_path: Path) -> None:
+    """Needs buildah and ctr from ``make node-deps``/``make test-images`` (make test installs them); no
+    containerd: the import is refused before anything is loaded."""
+    from gpuplace.testenv.nodeclean import host_path
+    from gpuplace.testenv.nodeimages import ImageImportError, stream_import
+
+    ctr = ["ctr", "--address", str(tmp_path / "none.sock")]
+    with pytest.raises(
+        ImageImportError, match=r"buildah push gpuplace.local/none:0 failed.*make test-images"
+    ):
+        stream_import(ctr, "gpuplace.local/none:0", env=dict(os.environ, PATH=host_path()), timeout_s=60)
 
 
 def test_a_socket_left_by_a_stopped_containerd_does_not_count_as_containerd_up(tmp_path: Path) -> None:

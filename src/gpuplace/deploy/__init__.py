@@ -125,7 +125,7 @@ def deploy(
         from gpuplace.deploy.memory import require_fits_memory
         from gpuplace.deploy.standin import LocalStandIn, testenv_servers_dir
         from gpuplace.deploy.testenv_runtime import TestenvRuntime, real_node_of, with_local_images
-        from gpuplace.testenv.nodeimages import built_image_archives
+        from gpuplace.testenv.nodeimages import built_images
 
         require_fits_memory(plan.model)  # the stand-in and the real node both serve on this machine
         standin = LocalStandIn(
@@ -137,7 +137,7 @@ def deploy(
         pod_runtime = standin
         real_node = real_node_of(kubeconfig)
         if real_node:
-            planned, image_notes = with_local_images(planned, built_image_archives())
+            planned, image_notes = with_local_images(planned, built_images())
             pod_runtime = TestenvRuntime(standin, real_node)
     api = Api(connect(kubeconfig, context=context))
     if kind == "none":

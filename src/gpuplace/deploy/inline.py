@@ -52,7 +52,7 @@ def _serve_on_testenv(
     from gpuplace.k8s import Api, connect
     from gpuplace.k8s.kfp_task import delete_task_pod, run_task_pod
     from gpuplace.k8s.runtime import PodRuntime
-    from gpuplace.testenv.nodeimages import built_image_archives
+    from gpuplace.testenv.nodeimages import built_images
 
     require_fits_memory(planned.plan.model)  # the stand-in and the real node both serve on this machine
     standin = LocalStandIn(
@@ -67,7 +67,7 @@ def _serve_on_testenv(
     # a plan for this machine is served on the real node by the task pod's own container
     in_pod = bool(real_node) and planned.serving.engine == "transformers" and bool(planned.manifests)
     if real_node:
-        planned, image_notes = with_local_images(planned, built_image_archives())
+        planned, image_notes = with_local_images(planned, built_images())
         runtime = TestenvRuntime(standin, real_node)
     api = Api(connect(kubeconfig or None))
     try:

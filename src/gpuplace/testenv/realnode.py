@@ -53,8 +53,16 @@ from gpuplace.testenv.controlplane import (
 )
 from gpuplace.testenv.localimages import busybox_archive, pause_archive, pause_image
 from gpuplace.testenv.nodeconfig import CNI_BIN_DIR
-from gpuplace.testenv.nodeimages import GPU_IMAGES, image_store, needs_import
-from gpuplace.testenv.nodeimages import built_image_archives as built_image_archives  # re-exported
+from gpuplace.testenv.nodeimages import (
+    GPU_IMAGES,
+    ImageImportError,
+    drop_layer_blobs,
+    image_store,
+    mark_imported,
+    needs_import,
+    stream_import,
+)
+from gpuplace.testenv.nodeimages import built_images as built_images  # re-exported
 
 NODE_STATE = "realnode.json"
 RUN_DIR = Path("/run/gpuplace-node")  # sockets and containerd's state: short paths, one node per machine
@@ -206,21 +214,25 @@ class RealNode:
         self.ctr("images", "import", str(archive), timeout_s=900)
 
     def import_built_images(self) -> dict[str, float]:
-        """Import every image ``make images`` wrote (:func:`built_image_archives`) that can run on this CPU
-        node (not the CUDA and vLLM images: several GB each, and no GPU here) and that the image store does
-        not hold yet (:func:`needs_import`); seconds each took (about 0 when it was there)."""
+        """Import every image ``make images`` built (:func:`built_images`) that can run on this CPU node (not
+        the CUDA and vLLM images: several GB each, and no GPU here) and that the image store does not hold yet
+        (:func:`needs_import`), streamed from buildah's storage, its layer blobs dropped once unpacked;
+        seconds each took (about 0 when it was there)."""
         took: dict[str, float] = {}
         store = image_store()
-        for tag, archive in built_image_archives().items():
+        ctr = ["ctr", "--address", str(self.socket), "--namespace", CONTAINERD_NAMESPACE]
+        env = dict(os.environ, PATH=nodeclean.host_path())
+        for tag, build_id in built_images().items():
             if any(f"/{name}:" in tag for name in GPU_IMAGES):
                 continue
             t0 = time.monotonic()
-            if needs_import(archive, store) or tag not in self.images():
-                self.import_image(archive)
-                marker = store / "gpuplace-imported" / archive.with_suffix(".id").name
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                if archive.with_suffix(".id").is_file():
-                    marker.write_text(archive.with_suffix(".id").read_text())
+            if needs_import(build_id, store) or tag not in self.images():
+                try:
+                    stream_import(ctr, tag, env=env)
+                    drop_layer_blobs(ctr, tag, env=env)
+                except ImageImportError as e:
+                    raise RealNodeError(str(e)) from e
+                mark_imported(build_id, store)
             took[tag] = round(time.monotonic() - t0, 1)
         self.save()
         return took
