@@ -1,0 +1,74 @@
+"""The published-measurements benchmark (tests/benchmarks/bench_published.py, issue 21) is reproducible: the
+figures committed in docs/benchmarks/published.json come out of today's code for a sample of its rows, the
+committed published.md is what its own renderer makes of that json, and the committed error band is the one
+the benchmark derives from those results. A change to the serving model that moves a prediction, without
+`make bench` rewriting the figures, fails here. Reads ../shared/data (the shared data set beside the
+repository, as every benchmark does)."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "tests" / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        module = importlib.import_module("bench_published")
+    finally:
+        sys.path.remove(str(BENCH))
+    if not module.MEASUREMENTS.is_file():
+        pytest.fail(
+            f"no {module.MEASUREMENTS}: the shared data set sits beside the repository", pytrace=False
+        )
+    return module
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict[str, Any]:
+    return json.loads((REPO / "docs" / "benchmarks" / "published.json").read_text())
+
+
+def test_the_committed_predictions_come_out_of_todays_code(bench: Any, committed: dict[str, Any]) -> None:
+    rows = bench.read_rows(bench.MEASUREMENTS)
+    assert len(rows) == committed["rows"]
+    predicted = [r for r in committed["results"] if r["predicted"] is not None]
+    # a few rows of each kind of load: rate, concurrency, burst/offline, as far as the file has them
+    sample: dict[str, dict[str, Any]] = {}
+    for r in predicted:
+        sample.setdefault(r["load"].split()[0], r)
+    lines = {r["line"] for r in sample.values()}
+    assert len(lines) >= 2, sample
+    again, skipped, _ = bench.evaluate([row for row in rows if row.index + 2 in lines])
+    assert not skipped
+    fresh = {(r["line"], r["metric"]): r for r in again}
+    for r in sample.values():
+        now = fresh[(r["line"], r["metric"])]
+        assert math.isclose(now["predicted"], r["predicted"], rel_tol=1e-6), (r["line"], r["metric"], now, r)
+
+
+def test_the_committed_report_is_rendered_from_its_json(bench: Any, committed: dict[str, Any]) -> None:
+    assert (REPO / "docs" / "benchmarks" / "published.md").read_text() == bench.markdown(committed)
+
+
+def test_the_committed_band_is_the_one_the_results_give(
+    bench: Any, committed: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench, "BAND", tmp_path / "band.csv")
+    bench.write_band(bench.band_rows(committed["results"]))
+    with (tmp_path / "band.csv").open() as f:
+        derived = list(csv.reader(f))
+    with (REPO / "src" / "gpuplace" / "catalog" / "data" / "prediction_band.csv").open() as f:
+        shipped = list(csv.reader(f))
+    assert derived == shipped
