@@ -74,7 +74,7 @@ class PlanCommand(Command):
         )
         for p in plan.placements:
             print(
-                f"  replica {p.replica}: {p.node} {','.join(p.gpu_ids)} "
+                f"  replica {p.replica}: {'+'.join(p.nodes)} {','.join(p.gpu_ids)} "
                 f"({p.interconnect}, fit {p.fit_score:.2f})"
             )
         effect = fragmentation_effect_text(plan)

@@ -32,12 +32,7 @@ CHANNEL = "compute-domain"
 
 def replica_nodes(p: Placement) -> tuple[str, ...]:
     """The nodes a replica's GPUs are on, in the order the plan lists them."""
-    nodes: list[str] = []
-    for g in p.gpu_ids:
-        node = g.split("/", 1)[0] if "/" in g else p.node
-        if node not in nodes:
-            nodes.append(node)
-    return tuple(nodes) or (p.node,)
+    return p.nodes
 
 
 def nodes_per_replica(plan: PlacementPlan) -> int:

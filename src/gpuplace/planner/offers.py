@@ -1,6 +1,7 @@
 """The shapes a fleet offers (:class:`OfferedShape`): GPU model × {whole GPUs at a tensor-parallel degree, a
-MIG profile, a time-sliced share}, with how many replicas of each the fleet has room for and the best
-link a tensor-parallel group of it can get; :meth:`OfferedShape.hardware` is the
+MIG profile, a time-sliced share}, with how many replicas of each the fleet has room for (a group larger
+than any node of a multi-node NVLink domain counted across that domain's nodes) and the best link a
+tensor-parallel group of it can get; :meth:`OfferedShape.hardware` is the
 :class:`~gpuplace.planner.hardware.ReplicaHardware` the step-time model prices, and
 :meth:`OfferedShape.candidate` the plan's :class:`~gpuplace.types.plan.Candidate` of it. Shapes the fleet
 cannot offer at all (a TP degree the model's heads do not split over, no node with enough free GPUs) are
@@ -16,8 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuplace.catalog import GpuCatalog
+from gpuplace.labels import NVLINK_CLIQUE
 from gpuplace.planner.hardware import TIERS, ReplicaHardware
-from gpuplace.planner.placement import EPS, best_gpu_set, tier_of
+from gpuplace.planner.placement import (
+    EPS,
+    best_gpu_set,
+    spanning_cliques,
+    spanning_sizes,
+    tier_of,
+    whole_gpus_of,
+)
 from gpuplace.planner.request import PlanRequest
 from gpuplace.types import GpuSpec, Inventory, ModelArch, Node
 from gpuplace.types.plan import Candidate
@@ -191,11 +200,41 @@ def _whole(
                 )
             )
             continue
-        if units == 0:
-            if tp == 1 or any(len(f) >= tp // 2 for f in per_node):
+        across, free_in = _spanning_units(nodes, name, tp)
+        if units + across == 0:
+            if free_in:
+                free_text = ", ".join(f"{c}: {n}" for c, n in free_in.items())
+                rejected.append(
+                    Candidate(
+                        name,
+                        "whole",
+                        tp,
+                        0,
+                        reason=f"no node has {tp} free {name}, and no NVLink domain ({NVLINK_CLIQUE}) has "
+                        f"{tp} free on nodes that can split them evenly (free per domain: {free_text}); "
+                        "a tensor-parallel group never spans two domains",
+                    )
+                )
+            elif tp == 1 or any(len(f) >= tp // 2 for f in per_node):
                 rejected.append(Candidate(name, "whole", tp, 0, reason=f"no node has {tp} free {name}"))
             continue
         sets = [best_gpu_set(free, tp) for free in per_node if len(free) >= tp]
-        link = min((tier_of(s) for s in sets if s), key=TIERS.index)
-        out.append(OfferedShape(spec, "whole", tp, memory_gib=memory, units=units, link=link))
+        link = min((tier_of(s) for s in sets if s), key=TIERS.index, default="nvlink")
+        out.append(OfferedShape(spec, "whole", tp, memory_gib=memory, units=units + across, link=link))
     return out
+
+
+def _spanning_units(nodes: Sequence[Node], gpu: str, tp: int) -> tuple[int, dict[str, int]]:
+    """TP groups of ``tp`` that fit across the nodes of an NVLink clique no node of which holds one
+    (:func:`~gpuplace.planner.placement.choose_across`; an upper bound, the placement has the last word),
+    and the free GPUs of each such clique."""
+    units = 0
+    free_in: dict[str, int] = {}
+    for clique, members in spanning_cliques(nodes, gpu, tp).items():
+        free = [sum(g.allocated <= EPS for g in whole_gpus_of(n, gpu)) for n in members]
+        free_in[clique] = sum(free)
+        units += max(
+            (sum(f // (tp // size) for f in free) // size for size in spanning_sizes(tp, members, gpu)),
+            default=0,
+        )
+    return units, free_in

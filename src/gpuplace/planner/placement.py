@@ -1,14 +1,18 @@
 """Putting replicas on concrete GPUs: topology-aware GPU-set choice, FGD tie-breaking, and the fit score.
 
-A tensor-parallel group never spans nodes. Within a node the planner tries, best first, one NVLink
-island, one PCIe switch, one NUMA node, then any GPUs of the node, and inside a tier takes the smallest
-group that fits (so larger groups stay whole for later). Across nodes the order is: better tier, a node
-this plan does not use yet (replicas spread, which also lets the Deployment pin exactly one per node),
-the smaller increase of the fleet's FGD fragmentation as gpuplace scores it
-(:func:`~gpuplace.planner.fragmentation.gpuplace_key`), fewer GPUs left, then the node name — so the
-result is deterministic. Fragmentation counts every whole GPU (models missing from the catalog too: they
-are capacity the fleet's workload may use even where the planner cannot predict latency on them), the
-node's free CPU against each task's CPU, and the GPU type against each task's accepted types.
+A tensor-parallel group spans nodes only inside one multi-node NVLink domain, and only when no node of that
+domain could hold it: nodes GPU Feature Discovery labels with one ``nvidia.com/gpu.clique`` (the trays of a
+GB200 NVL72 rack, :func:`choose_across`) may share a group, whole nodes' worth of GPUs first (the fewest
+nodes, the same number of GPUs on each, as vLLM's multi-node launch runs them); never two cliques, and without
+a clique label a group never spans nodes. A group that fits one node goes on one node. Within a node the
+planner tries, best first, one NVLink island, one PCIe switch, one NUMA node, then any GPUs of the node, and
+inside a tier takes the smallest group that fits (so larger groups stay whole for later). Across nodes the
+order is: better tier, a node this plan does not use yet (replicas spread, which also lets the Deployment pin
+exactly one per node), the smaller increase of the fleet's FGD fragmentation as gpuplace scores it
+(:func:`~gpuplace.planner.fragmentation.gpuplace_key`), fewer GPUs left, then the node name — so the result is
+deterministic. Fragmentation counts every whole GPU (models missing from the catalog too: they are capacity
+the fleet's workload may use even where the planner cannot predict latency on them), the node's free CPU
+against each task's CPU, and the GPU type against each task's accepted types.
 
 The **GPU-fit score** of a placement (docs/placement.md) is
 ``0.40·latency + 0.20·memory + 0.25·locality + 0.15·fragmentation``, each term in [0, 1]:
@@ -26,6 +30,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuplace.labels import NVLINK_CLIQUE
 from gpuplace.planner.fragmentation import MILLI, NO_CPU_LIMIT, FragmentationModel, gpuplace_key
 from gpuplace.planner.hardware import TIERS
 from gpuplace.types import GpuDevice, Node
@@ -163,11 +168,89 @@ class FleetState:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    node: Node
+    node: Node  # the first of ``nodes``
     gpus: tuple[GpuDevice, ...]
     share: float  # of each GPU
     interconnect: str
     frag_delta: float
+    nodes: tuple[Node, ...] = ()  # every node the GPUs are on (empty: ``node`` alone)
+
+    @property
+    def all_nodes(self) -> tuple[Node, ...]:
+        return self.nodes or (self.node,)
+
+
+def clique_of(node: Node) -> str:
+    """The node's multi-node NVLink domain (GFD's ``nvidia.com/gpu.clique``), "" when it has none."""
+    return str(node.labels.get(NVLINK_CLIQUE, "")).strip()
+
+
+def whole_gpus_of(node: Node, gpu: str) -> list[GpuDevice]:
+    """The node's whole GPUs of catalog model ``gpu`` (none on a time-sliced node: it shares them)."""
+    if node.gpu_sharing > 1:
+        return []
+    return [g for g in node.gpus if g.gpu == gpu and not g.mig_profile]
+
+
+def spanning_cliques(nodes: Sequence[Node], gpu: str, tp: int) -> dict[str, list[Node]]:
+    """The cliques whose nodes may share a TP group of ``tp`` ``gpu``: those where no node has that many
+    GPUs of the model (a group that fits one node stays on one node). Clique → its nodes with the model."""
+    groups: dict[str, list[Node]] = {}
+    for n in nodes:
+        if clique_of(n) and whole_gpus_of(n, gpu):
+            groups.setdefault(clique_of(n), []).append(n)
+    return {c: ns for c, ns in sorted(groups.items()) if max(len(whole_gpus_of(n, gpu)) for n in ns) < tp}
+
+
+def spanning_sizes(tp: int, nodes: Sequence[Node], gpu: str) -> list[int]:
+    """How many nodes a group of ``tp`` may span in a clique, fewest first: the same GPUs on each node
+    (``tp`` divides evenly), at most what the clique's largest node has."""
+    biggest = max((len(whole_gpus_of(n, gpu)) for n in nodes), default=0)
+    return [s for s in range(2, tp + 1) if tp % s == 0 and tp // s <= biggest]
+
+
+def choose_across(
+    state: FleetState,
+    usable: Sequence[Node],
+    *,
+    gpu: str,
+    tp: int,
+    used_nodes: frozenset[str] = frozenset(),
+    use_fragmentation: bool = True,
+) -> Choice | None:
+    """The best GPU set for a TP group across the nodes of one NVLink clique (module docstring), or None.
+
+    In each clique the fewest nodes that can each give ``tp / nodes`` free GPUs; each node's share is its
+    most local set, nodes ranked as :func:`choose` ranks them (unused by this plan, less new fragmentation,
+    fewer GPUs left, name). Across cliques: fewer nodes, less new fragmentation, fewer GPUs left, clique.
+    The interconnect is ``nvlink``: every GPU of a clique reaches every other over the NVLink switches.
+    """
+    best: tuple[tuple[object, ...], Choice] | None = None
+    for clique, nodes in spanning_cliques(usable, gpu, tp).items():
+        for size in spanning_sizes(tp, nodes, gpu):
+            k = tp // size
+            ranked = []
+            for n in nodes:
+                free = [g for g in whole_gpus_of(n, gpu) if state.allocated[g.id] <= EPS]
+                found = best_gpu_set(free, k)
+                if found is None:
+                    continue
+                delta = state.delta(n, {g.id: 1.0 for g in found})
+                frag = gpuplace_key(delta * MILLI, cpu_only=False, spare_cpu=0.0) if use_fragmentation else ()
+                ranked.append(((n.name in used_nodes, *frag, len(free) - k, n.name), n, found, delta))
+            if len(ranked) < size:
+                continue
+            picked = sorted(ranked, key=lambda r: r[0])[:size]
+            delta = sum(r[3] for r in picked)
+            frag = gpuplace_key(delta * MILLI, cpu_only=False, spare_cpu=0.0) if use_fragmentation else ()
+            left = sum(r[0][-2] for r in picked)
+            key = (size, *frag, left, clique, tuple(r[1].name for r in picked))
+            gpus = tuple(g for r in picked for g in r[2])
+            choice = Choice(picked[0][1], gpus, 1.0, "nvlink", delta, tuple(r[1] for r in picked))
+            if best is None or key < best[0]:
+                best = (key, choice)
+            break  # the fewest nodes this clique can give
+    return best[1] if best else None
 
 
 def choose(
@@ -184,7 +267,9 @@ def choose(
 ) -> Choice | None:
     """The best GPU set for one replica of a shape, or None when no node has room.
 
-    ``use_fragmentation=False`` drops the fragmentation criterion, to show what it changed.
+    A whole-GPU group no single node has room for may span the nodes of one NVLink clique
+    (:func:`choose_across`). ``use_fragmentation=False`` drops the fragmentation criterion, to show what
+    it changed.
     """
     best: tuple[tuple[object, ...], Choice] | None = None
     for node in usable:
@@ -228,4 +313,8 @@ def choose(
             )
             if best is None or key < best[0]:
                 best = (key, Choice(node, gpus, share if kind == "shared" else 1.0, interconnect, delta))
+    if best is None and kind == "whole" and tp > 1:
+        return choose_across(
+            state, usable, gpu=gpu, tp=tp, used_nodes=used_nodes, use_fragmentation=use_fragmentation
+        )
     return best[1] if best else None

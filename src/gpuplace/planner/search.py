@@ -2,14 +2,15 @@
 that can be placed, and place its replicas. A pure, deterministic function of its arguments.
 
 Shapes are GPU model × {whole GPU with tensor-parallel degree 1/2/4/8, MIG profile, time-sliced share}
-× replicas (:mod:`gpuplace.planner.offers`). Each shape is priced by the serving model
-(:mod:`gpuplace.planner.evaluate`: vLLM's engine parameters, a roofline step time at efficiencies from a
-profile of the same GPU model or the GPU-class defaults, a simulation of one replica under the plan's
-traffic), which finds the fewest replicas meeting the SLO or rejects the shape with its reason and its
-closest miss. Feasible shapes are tried cheapest first (then whole < MIG < shared, GPU name, TP) until
-one places all replicas with every GPU-fit score at or above the threshold, each replica predicted on
-the link tier its GPU set really has. :class:`NoFeasiblePlacement` lists every rejected shape when none
-does.
+× replicas (:mod:`gpuplace.planner.offers`); a whole-GPU group larger than any node of a multi-node NVLink
+domain spans that domain's nodes (:func:`~gpuplace.planner.placement.choose_across`). Each shape is
+priced by the serving model (:mod:`gpuplace.planner.evaluate`: vLLM's engine parameters, a roofline step
+time at efficiencies from a profile of the same GPU model or the GPU-class defaults, a simulation of one
+replica under the plan's traffic), which finds the fewest replicas meeting the SLO or rejects the shape
+with its reason and its closest miss. Feasible shapes are tried cheapest first (then whole < MIG <
+shared, GPU name, TP) until one places all replicas with every GPU-fit score at or above the threshold,
+each replica predicted on the link tier its GPU set really has. :class:`NoFeasiblePlacement` lists every
+rejected shape when none does.
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ def _place(
             return (
                 (),
                 f"placement: fit score {score:.2f} < {request.fit_threshold:g} "
-                f"on {got.node.name} ({got.interconnect})",
+                f"on {'+'.join(n.name for n in got.all_nodes)} ({got.interconnect})",
             )
-        numas = {g.numa_node for g in got.gpus}
+        # NUMA nodes are per host: a group across hosts has none of its own
+        numas = {g.numa_node for g in got.gpus} if len(got.all_nodes) == 1 else set()
         placements.append(
             Placement(
                 replica=i,
@@ -86,7 +88,7 @@ def _place(
                 prediction=pred,
             )
         )
-        used.add(got.node.name)
+        used.update(n.name for n in got.all_nodes)
         state.take({g.id: got.share for g in got.gpus})
     return tuple(placements), ""
 

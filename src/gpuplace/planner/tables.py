@@ -7,6 +7,9 @@ Written to ``candidates.md`` in the plan directory, printed by ``gpuplace plan``
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 from gpuplace.types.plan import PlacementPlan
 from gpuplace.units import ms
@@ -46,8 +49,8 @@ def fragmentation_effect_text(plan: PlacementPlan) -> str:
         f"fragmentation measured against: {fw.get('source', '?')} "
         f"({len(fw.get('classes') or ())} task classes)"
     ]
-    with_ = [f"{r['node']}:{len(r['gpu_ids'])}" for r in effect.get("with_fragmentation") or ()]
-    without = [f"{r['node']}:{len(r['gpu_ids'])}" for r in effect.get("without_fragmentation") or ()]
+    with_ = [_held(r) for r in effect.get("with_fragmentation") or ()]
+    without = [_held(r) for r in effect.get("without_fragmentation") or ()]
     same = sorted(map(str, effect.get("with_fragmentation") or ())) == sorted(
         map(str, effect.get("without_fragmentation") or ())
     )
@@ -61,3 +64,9 @@ def fragmentation_effect_text(plan: PlacementPlan) -> str:
         + (" (same placement)" if same else "")
     )
     return "\n".join(lines)
+
+
+def _held(row: Mapping[str, Any]) -> str:
+    """``node:GPUs`` of one replica, ``+``-joined when its GPUs (``<node>/gpu<i>``) span nodes."""
+    counts = Counter(g.split("/", 1)[0] if "/" in g else row["node"] for g in row["gpu_ids"])
+    return "+".join(f"{n}:{c}" for n, c in counts.items()) or f"{row['node']}:0"

@@ -180,7 +180,8 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """One replica on a concrete GPU set of one node."""
+    """One replica on a concrete GPU set: of one node, or of several nodes of one multi-node NVLink domain
+    (``gpu_ids`` are ``<node>/gpu<i>``; ``node`` is the first of :attr:`nodes`)."""
 
     replica: int
     node: str
@@ -190,6 +191,16 @@ class Placement:
     fit_score: float
     fragmentation_delta: float  # change of the fleet's FGD fragmentation (GPUs) this replica caused
     prediction: Prediction | None = None
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes the replica's GPUs are on, in the order ``gpu_ids`` lists them."""
+        nodes: list[str] = []
+        for g in self.gpu_ids:
+            node = g.split("/", 1)[0] if "/" in g else self.node
+            if node not in nodes:
+                nodes.append(node)
+        return tuple(nodes) or (self.node,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +245,7 @@ class PlacementPlan:
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(sorted({p.node for p in self.placements}))
+        return tuple(sorted({n for p in self.placements for n in p.nodes}))
 
     @property
     def gpu_count(self) -> int:
