@@ -1,10 +1,12 @@
 """The forms of one plan (``--emit``) without a cluster: names, what each writes, and the refusals of forms
-that cannot express a plan. The multi-node (GB200-class) plan is made by hand: the planner does not plan
-replicas across nodes yet, so only the form builders are exercised on it."""
+that cannot express a plan. A multi-node (GB200-class) plan is made by hand to exercise the form builders
+on exact shapes, and planned by ``gpuplace plan`` on the bundled ``gb200-nvl72`` fleet, whose LeaderWorkerSet
+comes from the planner's own placement."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -14,6 +16,7 @@ from gpuplace.errors import InvalidInput
 from gpuplace.inventory import load_inventory
 from gpuplace.labels import NVLINK_CLIQUE
 from gpuplace.manifests import FORMS, EmitOptions, build_manifests
+from gpuplace.plandir import read_plan_dir
 from gpuplace.steps.plan_params import emit_options
 from gpuplace.types import GpuDevice, Inventory, Node
 from gpuplace.types.plan import Placement, PlacementPlan
@@ -160,3 +163,43 @@ def test_a_tp_group_never_crosses_an_nvlink_domain() -> None:
     plan, inv = _gb200(("c1", "c2"))
     with pytest.raises(InvalidInput, match="never crosses an NVLink domain"):
         build_manifests(plan, inv, emit=EmitOptions(forms=("lws",), explicit=True))
+
+
+# llama-3.1-70b at ≤ 9 ms p99 TPOT: only TP 8 meets it, and a GB200 tray has 4 GPUs (the planner test)
+GB200_PLAN = ["plan", "--model", "llama-3.1-70b", "--inventory", "gb200-nvl72", "--kinds", "whole"]
+GB200_PLAN += ["--slo-tpot-ms", "9", "--slo-ttft-ms", "1000", "--rate", "2"]
+
+
+def test_gpuplace_plan_writes_the_planners_multi_node_replica_as_a_leader_worker_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuplace.cli import main
+
+    assert main([*GB200_PLAN, "--emit", "lws", "--out", str(tmp_path / "lws")]) == 0
+    written = read_plan_dir(tmp_path / "lws")
+    (p,) = written.plan.placements
+    assert written.forms == ("lws",) and p.nodes == ("gb200-a-0", "gb200-a-1")
+    domain, lws = written.alternative("lws")
+    assert domain["kind"] == "ComputeDomain" and lws["kind"] == "LeaderWorkerSet"
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2 and lws["spec"]["replicas"] == 1
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod = template[role]["spec"]
+        assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+        (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert term["matchExpressions"][0]["values"] == ["gb200-a-0", "gb200-a-1"]
+    assert "replica 0: gb200-a-0+gb200-a-1" in capsys.readouterr().out
+    # the manifests form runs a replica as one pod: refused by name, nothing written
+    assert main([*GB200_PLAN, "--emit", "manifests", "--out", str(tmp_path / "m")]) != 0
+    assert "spans 2 nodes and manifests runs each replica as one pod" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+    # the default forms: lws stands in for the single-node ones, and the plan says so
+    assert main([*GB200_PLAN, "--out", str(tmp_path / "default")]) == 0
+    default = read_plan_dir(tmp_path / "default")
+    assert default.forms == ("lws",) and default.manifests == ()
+    assert default.alternative("lws") == written.alternative("lws")
+    notes = "\n".join(default.plan.notes)
+    assert "form manifests left out" in notes and "the default forms for it: lws" in notes
+    assert "the kubeflow path (kfp/) runs a replica as one pod" in notes

@@ -71,6 +71,7 @@ class ManifestSet:
     apply: Mapping[str, tuple[Mapping[str, Any], ...]]
     alternatives: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     left_out: Mapping[str, str] = field(default_factory=dict)  # form → why it cannot express the plan
+    forms: tuple[str, ...] = ()  # the forms written (``left_out`` not among them)
 
     def objects(self) -> tuple[Mapping[str, Any], ...]:
         return tuple(o for name in sorted(self.apply) for o in self.apply[name])

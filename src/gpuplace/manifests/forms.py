@@ -13,7 +13,9 @@ form               objects                                                      
 =================  ==================================================================  ==================
 
 Every form but ``manifests`` goes to ``alternatives/`` (not applied by ``gpuplace deploy``). The default
-is today's: ``manifests,dra,kserve``. A form named in ``--emit`` that cannot express the plan is refused
+is today's: ``manifests,dra,kserve``; for a plan whose replicas span nodes (a tensor-parallel group over
+the nodes of one multi-node NVLink domain) it is ``lws``, the only default form that can run it
+(:func:`forms_for`). A form named in ``--emit`` that cannot express the plan is refused
 before anything is written, with the reason (:func:`refusal`); of the default set it is left out with a
 note. The reasons: a replica that spans nodes in a form whose pod runs on one
 node (use ``lws`` or ``kserve-llmisvc``), a MIG slice or GPU share in ``lws`` (they never span nodes), a
@@ -24,7 +26,7 @@ consumable capacity for a share of a GPU another workload already uses: 1.36 and
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplace.errors import InvalidInput
@@ -46,6 +48,7 @@ from gpuplace.types.plan import PlacementPlan
 
 FORMS = ("manifests", "dra", "kserve", "kserve-llmisvc", "llm-d", "kueue", "lws")
 DEFAULT_EMIT = ("manifests", "dra", "kserve")
+MULTI_NODE_DEFAULT = "lws"  # the default form for replicas that span nodes
 MANIFESTS = "manifests"
 DEFAULT_KUBE_VERSION = "1.35"
 DRA_V1 = (1, 34)  # resource.k8s.io/v1 served (DRA GA)
@@ -128,17 +131,27 @@ def refusal(plan: PlacementPlan, inventory: Inventory, form: str, kube_version: 
     return None
 
 
+def forms_for(plan: PlacementPlan, emit: EmitOptions) -> EmitOptions:
+    """The forms to write for ``plan``: those named; of the default set, ``lws`` added when a replica spans
+    nodes (the default single-node forms are then left out with their reason, :func:`check_forms`)."""
+    if emit.explicit or nodes_per_replica(plan) < 2 or MULTI_NODE_DEFAULT in emit.forms:
+        return emit
+    return replace(emit, forms=parse_forms((*emit.forms, MULTI_NODE_DEFAULT)))
+
+
 def check_forms(plan: PlacementPlan, inventory: Inventory, emit: EmitOptions) -> dict[str, str]:
     """Refuse, with the reason, a form asked for by name that cannot express ``plan``; of the default set,
-    leave such a form out (form → why, for the plan's notes). A TP group never crosses an NVLink domain."""
-    if nodes_per_replica(plan) > 1:
+    leave such a form out (form → why, for the plan's notes), ``manifests`` only for a plan that spans
+    nodes (the default writes ``lws`` for it). A TP group never crosses an NVLink domain."""
+    spans = nodes_per_replica(plan) > 1
+    if spans:
         nvlink_cliques(plan, inventory)
     left_out: dict[str, str] = {}
     for form in emit.forms:
         why = refusal(plan, inventory, form, emit.kube_version)
         if why is None:
             continue
-        if emit.explicit or form == MANIFESTS:
+        if emit.explicit or (form == MANIFESTS and not spans):
             raise why
         left_out[form] = f"{why.problem}. {why.fix}"
     return left_out
@@ -153,7 +166,7 @@ def build_manifests(
     """Every requested form of ``plan``: ``manifests`` to apply, the others as alternatives; a default form
     that cannot express the plan is left out, with the reason in ``left_out``."""
     options = options or ServingOptions()
-    emit = emit or EmitOptions()
+    emit = forms_for(plan, emit or EmitOptions())
     left_out = check_forms(plan, inventory, emit)
     apply: dict[str, tuple[dict[str, Any], ...]] = {}
     alternatives: dict[str, tuple[dict[str, Any], ...]] = {}
@@ -168,7 +181,8 @@ def build_manifests(
             }
         else:
             alternatives[f"{form}.yaml"] = tuple(_form(form, plan, inventory, options, emit))
-    return ManifestSet(apply=apply, alternatives=alternatives, left_out=left_out)
+    written = tuple(f for f in emit.forms if f not in left_out)
+    return ManifestSet(apply=apply, alternatives=alternatives, left_out=left_out, forms=written)
 
 
 def _form(

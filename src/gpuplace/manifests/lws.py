@@ -43,6 +43,21 @@ def spans_nodes(plan: PlacementPlan) -> bool:
     return nodes_per_replica(plan) > 1
 
 
+def multi_node_note(plan: PlacementPlan, forms: tuple[str, ...], *, default: bool) -> str:
+    """The plan's note for replicas that span nodes: which form runs them, and what the KFP path cannot."""
+    size = nodes_per_replica(plan)
+    how = (
+        f"the default forms for it: {','.join(forms)} (alternatives/lws.yaml: a LeaderWorkerSet of {size} "
+        "pods per replica and a ComputeDomain)"
+        if default
+        else f"forms written: {','.join(forms)}"
+    )
+    return (
+        f"each replica spans {size} nodes of one NVLink domain ({NVLINK_CLIQUE}); {how}; the kubeflow "
+        "path (kfp/) runs a replica as one pod on one node, so it cannot run this plan"
+    )
+
+
 def nvlink_cliques(plan: PlacementPlan, inventory: Inventory) -> list[str]:
     """The multi-node NVLink domain of each multi-node replica; refuses a replica that would cross one."""
     labels = {n.name: dict(n.labels).get(NVLINK_CLIQUE, "") for n in inventory.nodes}

@@ -198,6 +198,7 @@ def run_plan_step(
     from gpuplace.inventory import inventory_source, load_inventory
     from gpuplace.manifests import EmitOptions, build_manifests, kfp_fragments, serving_spec
     from gpuplace.manifests.local import local_kfp_fragments, local_serving_spec, node_manifests
+    from gpuplace.manifests.lws import multi_node_note, nodes_per_replica
     from gpuplace.plandir import write_plan_dir
     from gpuplace.planner import plan_local, plan_placement
     from gpuplace.planner.fragmentation import FleetWorkload
@@ -244,8 +245,10 @@ def run_plan_step(
     plan = replace(plan, serving=serving_spec(plan, fleet, options))
     emit = emit or EmitOptions()
     manifests = build_manifests(plan, fleet, options, emit)
-    if manifests.left_out:
-        notes = tuple(f"form {f} left out: {why}" for f, why in manifests.left_out.items())
+    notes = tuple(f"form {f} left out: {why}" for f, why in manifests.left_out.items())
+    if nodes_per_replica(plan) > 1:
+        notes += (multi_node_note(plan, manifests.forms, default=not emit.explicit),)
+    if notes:
         plan = replace(plan, notes=(*plan.notes, *notes))
     table = candidates_table(plan)
     written = write_plan_dir(
@@ -255,6 +258,6 @@ def run_plan_step(
         alternatives=manifests.alternatives,
         kfp=kfp_fragments(plan, fleet),
         candidates_md=table,
-        forms=tuple(f for f in emit.forms if f not in manifests.left_out),
+        forms=manifests.forms,
     )
     return PlanStepResult(plan_dir=written, metrics=plan_metrics(plan), candidates_markdown=table)
