@@ -5,7 +5,8 @@ server's OpenAPI schema and CEL rules decide, and the built-in kinds also pass `
 --strict``. The DRA forms are then allocated by the real kube-scheduler and read back from the claims:
 whole and TP GPUs on one NVLink island of the planned node, the MIG claim on a slice of the planned
 profile, the replicas of a shared GPU on one device. ``gpuplace deploy --gpu-api dra`` deploys the MIG and
-shared plans and its comparison reads the planned devices back."""
+shared plans and its comparison reads the planned devices back. The planner's own multi-node plan (TP 8
+over two GB200 trays of one NVL72 rack) is created in every form that runs a replica across nodes."""
 
 from __future__ import annotations
 
@@ -50,6 +51,12 @@ SHAPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mig": ("mixed-a100-h100-l4", ("--model", "llama-3.1-8b", "--kinds", "mig")),
     "shared": ("shared-free", ("--model", "tiny", "--kinds", "shared")),
 }
+
+
+# TP 8 of llama-3.1-70b is the only GB200 shape meeting 9 ms p99 TPOT; a GB200 tray has 4 GPUs
+MULTI_NODE = ("--model", "llama-3.1-70b", "--kinds", "whole", "--inventory", "gb200-nvl72")
+MULTI_NODE_SLO = ("--slo-tpot-ms", "9", "--slo-ttft-ms", "1000", "--rate", "2")
+MULTI_NODE_FORMS = ("kserve-llmisvc", "llm-d", "kueue", "lws")  # the forms whose replica may span nodes
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +207,30 @@ def test_every_form_is_accepted_by_the_api_server_and_dra_claims_are_allocated(
                 assert objects, form
                 _create_all(kube_api, objects, ns, made)
             _check_dra_allocation(kube_api, spaces[forms.index("dra")], plan_dir, inventory)
+    finally:
+        for obj in made:
+            kube_api.delete(obj)
+
+
+def test_the_planners_multi_node_replica_is_accepted_in_every_form_that_spans_nodes(
+    kube_api: Api, crds: list[str], tmp_path: Path
+) -> None:
+    name = f"emit-gb200-{uuid.uuid4().hex[:6]}"
+    out = tmp_path / "gb200"
+    argv = ["plan", *MULTI_NODE, *MULTI_NODE_SLO, "--name", name, "--emit", ",".join(MULTI_NODE_FORMS)]
+    assert main([*argv, "--out", str(out)]) == 0
+    plan_dir = read_plan_dir(out)
+    (placement,) = plan_dir.plan.placements
+    assert len(placement.nodes) == 2 and plan_dir.forms == MULTI_NODE_FORMS
+    kinds = [o["kind"] for o in plan_dir.alternative("lws")]
+    assert kinds == ["ComputeDomain", "LeaderWorkerSet"]
+    made: list[dict[str, Any]] = []
+    try:
+        with namespaces(kube_api, len(MULTI_NODE_FORMS)) as spaces:
+            for form, ns in zip(MULTI_NODE_FORMS, spaces, strict=True):
+                objects = plan_dir.alternative(form)
+                assert objects, form
+                _create_all(kube_api, objects, ns, made)
     finally:
         for obj in made:
             kube_api.delete(obj)
