@@ -29,10 +29,11 @@ run: $(STAMP)
 
 ## make test: lint, format check, type check, then every test (control-plane tests and the closed-loop fidelity
 ## test included; GPU tests need CUDA)
-## PYTEST_WORKERS=2: two pytest-xdist workers, conftest.py grouping the tests into units a worker takes whole (the
-## docs, the real node, the timing measurements, each module), longest first; 0 (the default until a full run has
-## passed with 2): one process, as before (docs/development.md, "How make test runs")
-PYTEST_WORKERS ?= 0
+## PYTEST_WORKERS=2 (the default since a fresh-clone run passed with it on 2026-12-02: pytest 21 min against 37
+## serial): two pytest-xdist workers, conftest.py grouping the tests into units a worker takes whole (the docs, the
+## real node, the timing measurements, each module), longest first; 0: one process (docs/development.md, "How make
+## test runs")
+PYTEST_WORKERS ?= 2
 ## The free disk is printed before and after pytest: a CI run once ran out of it (docs/development.md#disk).
 DISK_FREE = echo "disk: $$(df -h --output=avail . | tail -1 | tr -d ' ') free $(1)"
 test: $(STAMP) lint typecheck k8s-bins node-deps test-images checkov chromium kfp-markdown
