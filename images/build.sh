@@ -58,8 +58,8 @@ for name in $IMAGES; do
   [[ -f "images/Dockerfile.$name" ]] || { echo "images: no images/Dockerfile.$name" >&2; exit 2; }
   tag="gpuplace.local/gpuplace-$name:$VERSION-debian-bookworm"
   base="$BASE"
-  # The vLLM image is built on the CUDA image (vllm/vllm-openai cannot be pulled here).
-  [[ $name == vllm ]] && base="gpuplace.local/gpuplace-cuda:$VERSION-debian-bookworm"
+  # The vLLM image is built on the same base, vLLM's wheel bringing its own torch (vllm/vllm-openai cannot be
+  # pulled here; images/Dockerfile.vllm).
   start=$(date +%s)
   echo "images: building $tag (FROM $base)"
   buildah bud --layers --force-rm --isolation chroot --ulimit nofile=20000:20000 --quiet "${MOUNTS[@]}" \
