@@ -433,10 +433,12 @@ PROBE = {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 1}  # as
             ("gpuplace.local/absent:1", "make images"),
             "Tore down",
         ),
-        # a crashing container: CrashLoopBackOff with its last log lines; rolled back
+        # a crashing container: CrashLoopBackOff with its last log lines; rolled back. It has the readiness
+        # probe the serving pods have: without one the kubelet marks the pod Ready the moment the container
+        # starts, and a deploy that sees that before the exit has a ready pod (a fresh-clone run, 2026-12-02)
         (
             "crash",
-            {"command": ["/bin/sh", "-c", CRASH]},
+            {"command": ["/bin/sh", "-c", CRASH], "readinessProbe": PROBE},
             "rollback",
             "crashloop",
             ("CrashLoopBackOff", "model file missing: /models/x"),
@@ -457,7 +459,12 @@ def test_a_pod_that_will_not_serve_fails_the_deploy_at_once_and_leaves_nothing(
     api, node = node_api
     planned = _busybox_plan(tmp_path, node.name, name, {"image": busybox_image(), **container})
     t0 = time.monotonic()
-    failed = _failed_deploy(api, planned, on_failure=on_failure)
+    try:
+        failed = _failed_deploy(api, planned, on_failure=on_failure)
+    except BaseException:  # a deploy that did not fail leaves its pod: the later tests must not see it
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}}
+        api.delete(deployment, "default")
+        raise
     assert time.monotonic() - t0 < 150  # not the 300 s deadline
     assert isinstance(failed.cause, PodFailed) and failed.cause.kind == kind
     assert all(s in str(failed) for s in said), str(failed)
