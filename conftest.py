@@ -4,10 +4,11 @@
 Under ``pytest -n N --dist loadgroup`` a work unit goes to one worker whole (tests/support/xdist_groups.py).
 Every test has a group here, so a module's fixtures start once: the docs tests form one unit (they use
 fixed ports and a machine-wide lock), the real-node tests another (one real node per machine, bridge
-``gpuplace0``), the measurements that compare two timings (``closed_loop`` and the modules in ``MEASURE``)
-a third, and every other module is its own unit. Workers get their own local-deployment registry
-(``GPUPLACE_STATE_DIR``), as two workers may deploy the same plan id at once. Without xdist the groups
-change nothing.
+``gpuplace0``), the tests marked ``measure`` (they time a live engine and fit or compare what they measured)
+a third, and every other module is its own unit. ``make test`` deselects ``measure`` from the parallel phase
+and runs those tests after it in one process, alone on the machine. Workers get their own local-deployment
+registry (``GPUPLACE_STATE_DIR``), as two workers may deploy the same plan id at once. Without xdist the
+groups change nothing.
 """
 
 from __future__ import annotations
@@ -32,9 +33,6 @@ SHARED_CRDS = Path(os.environ.get("GPUPLACE_SHARED_CRDS", REPO.parent / "shared"
 # controlplane / kube_api / kube_namespace: the real local Kubernetes control plane (docs/testenv.md)
 pytest_plugins = ("gpuplace.testenv.pytest_plugin",)
 
-# Modules whose tests time a live engine and fit or compare what they measured: with closed_loop, one worker
-# runs them one after another.
-MEASURE = ("tests/integration/test_engine_steps_local.py",)
 # The units that take longest start first (a worker takes the next unit in collection order), so no long
 # unit is left for the end; unit tests, short and many, fill the gaps last.
 _FIRST = ("docs", "realnode", "measure")
@@ -52,7 +50,7 @@ def _group(item: pytest.Item) -> str:
         return "docs"
     if item.get_closest_marker("realnode"):
         return "realnode"
-    if item.get_closest_marker("closed_loop") or path in MEASURE:
+    if item.get_closest_marker("measure"):
         return "measure"
     return path
 

@@ -21,12 +21,16 @@ MAX_DRIFT is not judged; the loop is run again, at most ATTEMPTS times, then the
 attempts disturbed, +29%, -38%, -26%, though every p50 error was within 35%: the check fails on the
 machine's noise, not on the model.)
 
-Marked ``closed_loop``; ``make test`` runs it, ``make closed-loop`` runs it alone. Since the calibration
-holds what the step line misses (the measured decode steps beyond it, the context term, the work of each
-arriving request and the wake of an idle engine, docs/serving-model.md) its runs here have passed (six,
-p50 errors −17% … +30%, and one CI run); without the wake it failed a CI run on a faster machine on p50
-TTFT (+51%) and had left ``make test`` (every run is in the table in docs/serving-model.md, "The closed
-loop").
+Marked ``closed_loop``; ``make test`` runs it, ``make closed-loop`` runs it alone. Marked ``measure`` too:
+``make test`` runs it after the parallel phase, with nothing else running. On a CI run of 2026-12-02 it ran
+beside the other pytest worker and measured p50s 42% and 44% below the predictions (its calibration and
+its load test had shared the two cores with different work), a miss of the test's own making.
+
+Since the calibration holds what the step line misses (the measured decode steps beyond it, the context
+term, the work of each arriving request and the wake of an idle engine, docs/serving-model.md) its runs
+here have passed (six, p50 errors −17% … +30%, and one CI run); without the wake it failed a CI run on a
+faster machine on p50 TTFT (+51%) and had left ``make test`` (every run is in the table in
+docs/serving-model.md, "The closed loop").
 
 The assertion is that the predicted p50 TTFT and p50 TPOT are within 40% of the measured ones, as the
 load test defines the error: (measured − predicted) / predicted. Loose, but a 2× error fails it. The
@@ -43,7 +47,7 @@ import pytest
 
 from gpuplace.cli import main
 
-pytestmark = [pytest.mark.integration, pytest.mark.closed_loop]
+pytestmark = [pytest.mark.integration, pytest.mark.closed_loop, pytest.mark.measure]
 
 BOUND = 0.40  # |error| at p50 (issue 11: loose, but it still catches a 2× error)
 # About two thirds of what this 2-core machine's local engine serves with tiny (docs/benchmarks/

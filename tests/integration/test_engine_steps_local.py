@@ -18,7 +18,7 @@ from gpuplace.planner.steptime import measured_step_model
 from gpuplace.profiling.engine_steps import EngineStepConfig
 from gpuplace.steps.calibrate import profile_local_engine
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.measure]  # fits live timings: run alone (conftest.py)
 
 
 def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path) -> None:
