@@ -78,7 +78,8 @@ def pytest_collection_finish(session: pytest.Session) -> Iterator[None]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    node.workerinput[_GROUPS_KEY] = node.config.stash[_GROUPS_FILE]
+    if _GROUPS_FILE in node.config.stash:  # only under --dist loadgroup; plain -n N spreads tests one by one
+        node.workerinput[_GROUPS_KEY] = node.config.stash[_GROUPS_FILE]
 
 
 @pytest.hookimpl(optionalhook=True)
