@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 export MYPY_CACHE_DIR ?= $(HOME)/.cache/gpuplace/mypy
 
 .PHONY: docs-test docs-test-testenv docs-test-slow
-.PHONY: venv run test lint typecheck unit bench gpu-check closed-loop clean compile k8s-bins node-deps images test-images checkov lock vllm-referee referee \
+.PHONY: venv run test test-pytest lint typecheck unit bench gpu-check closed-loop clean compile k8s-bins node-deps images test-images checkov lock vllm-referee referee \
 	chromium kfp-markdown screenshots
 
 $(STAMP): pyproject.toml setup.py $(LOCK)
@@ -38,9 +38,12 @@ PYTEST_WORKERS ?= 2
 ## The free disk is printed before and after pytest: a CI run once ran out of it (docs/development.md#disk).
 DISK_FREE = echo "disk: $$(df -h --output=avail . | tail -1 | tr -d ' ') free $(1)"
 PYTEST_DESELECT := not gpu and not docs_testenv and not docs_slow
-## A phase's exit status is kept unless an earlier phase failed first. "No tests collected" (5) in one phase counts
-## as passing only when PYTEST_ARGS narrows the run (PYTEST_ARGS=tests/unit has no measurements); in both, it fails.
 test: $(STAMP) lint typecheck k8s-bins node-deps test-images checkov chromium kfp-markdown
+	@$(MAKE) --no-print-directory test-pytest
+## make test-pytest: make test's two pytest phases alone, without its setup. A phase's exit status is kept unless
+## an earlier phase failed first. "No tests collected" (5) in one phase counts as passing only when PYTEST_ARGS
+## narrows the run (PYTEST_ARGS=tests/unit has no measurements); in both, it fails (tests/unit/test_makefile.py)
+test-pytest: $(STAMP)
 	@$(call DISK_FREE,before pytest)
 	@status=0; empty=0; phase() { "$$@"; s=$$?; \
 		if [ $$s -eq 5 ] && [ -n "$(strip $(PYTEST_ARGS))" ]; then empty=$$((empty + 1)); s=0; fi; \

@@ -33,7 +33,7 @@ import pytest
 
 from gpuplace.deploy.testenv_runtime import local_build_of
 from gpuplace.jobs.submit import compiled_path
-from gpuplace.k8s import Api, DeployFailed, connect, deploy_plan
+from gpuplace.k8s import Api, DeployFailed, connect, deploy_plan, teardown_plan
 from gpuplace.k8s.kfp_task import plan_outputs
 from gpuplace.k8s.podfaults import PodFailed, container_logs
 from gpuplace.k8s.provisioning import ProvisioningTimeout
@@ -403,8 +403,10 @@ def _nothing_left(api: Api, name: str) -> None:
 def _failed_deploy(
     api: Api, planned: Any, *, timeout_s: float = 300, on_failure: str = "teardown"
 ) -> DeployFailed:
-    """Deploy ``planned`` as `gpuplace deploy` would (ready-to-serve not observed); how it failed."""
-    with pytest.raises(DeployFailed) as failed:
+    """Deploy ``planned`` as `gpuplace deploy` would (ready-to-serve not observed); how it failed. A deploy
+    that does not fail is torn down before the test fails, so the later real-node tests, which check that
+    nothing is left, do not see its pods."""
+    try:
         deploy_plan(
             planned,
             api=api,
@@ -414,7 +416,10 @@ def _failed_deploy(
             gpu_api="device-plugin",
             on_failure=on_failure,
         )
-    return failed.value
+    except DeployFailed as failed:
+        return failed
+    teardown_plan(planned, api=api, namespace="default")
+    pytest.fail("the deploy did not fail")
 
 
 CRASH = "echo model file missing: /models/x; exit 3"
@@ -459,12 +464,7 @@ def test_a_pod_that_will_not_serve_fails_the_deploy_at_once_and_leaves_nothing(
     api, node = node_api
     planned = _busybox_plan(tmp_path, node.name, name, {"image": busybox_image(), **container})
     t0 = time.monotonic()
-    try:
-        failed = _failed_deploy(api, planned, on_failure=on_failure)
-    except BaseException:  # a deploy that did not fail leaves its pod: the later tests must not see it
-        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}}
-        api.delete(deployment, "default")
-        raise
+    failed = _failed_deploy(api, planned, on_failure=on_failure)
     assert time.monotonic() - t0 < 150  # not the 300 s deadline
     assert isinstance(failed.cause, PodFailed) and failed.cause.kind == kind
     assert all(s in str(failed) for s in said), str(failed)
