@@ -1,5 +1,6 @@
 """DRA on the session's control plane: the simulated fleets published as NVIDIA-driver devices, claims
-allocated by the real kube-scheduler (``matchAttribute`` on PCIe root and NVLink domain), pods run by KWOK,
+allocated by the real kube-scheduler (``matchAttribute`` on the PCIe root; a TP group in one node's NVLink
+island by the node's pool, as NVIDIA's driver publishes no NVLink attribute), pods run by KWOK,
 placements read back from the claims' ``status.allocation``, provisioning timed from watch events, and the
 faults: an unsatisfiable claim, a ResourceSlice removed while waiting, kube-apiserver restarting while
 waiting."""
@@ -136,24 +137,26 @@ def test_pcie_root_constraint_allocates_gpus_behind_one_switch(kube_api: Api, ku
     assert times.created_s <= times.scheduled_s <= times.ready_s and times.provisioning_s < 30
 
 
-def test_nvlink_claim_allocates_one_domain(kube_api: Api, kube_namespace: str) -> None:
-    kube_api.create(claim_template("island", 4, "gpuplace.io/nvlinkDomain"), kube_namespace)
+def test_a_tp_claim_stays_in_its_nodes_nvlink_island_by_the_pool(kube_api: Api, kube_namespace: str) -> None:
+    # No attribute says NVLink (the driver publishes none): the claim's devices come from the pool of the
+    # node the pod runs on, which is one NVSwitch island on an HGX board.
+    kube_api.create(claim_template("island", 4), kube_namespace)
     with PodTimer(kube_api, kube_namespace, label_selector="test=llm") as timer:
         kube_api.create(pod("llm", node="a100-0", template="island"), kube_namespace)
         timer.wait(1, deadline=Deadline(60))
     (placement,) = read_placements(kube_api, kube_namespace, label_selector="test=llm", deadline=Deadline(10))
-    assert len(placement.gpu_ids) == 4
+    assert len(placement.gpu_ids) == 4 and {d.pool for d in placement.devices} == {"a100-0"}
     # a100-0's GPUs 0 and 1 are held by the fleet's allocated workload: never handed out again.
     assert not {"a100-0/gpu0", "a100-0/gpu1"} & set(placement.gpu_ids)
-    domains = {attribute(kube_api, "a100-0", d.device, "gpuplace.io/nvlinkDomain") for d in placement.devices}
-    assert domains == {"a100-0-nvswitch"}
+    islands = {g.nvlink_island for g in load_inventory("mixed-a100-h100-l4").node("a100-0").gpus}
+    assert islands == {"nvswitch"}
 
 
-def test_no_nvlink_island_leaves_the_pod_pending_with_the_schedulers_reason(
+def test_an_unsatisfiable_claim_leaves_the_pod_pending_with_the_schedulers_reason(
     kube_api: Api, kube_namespace: str
 ) -> None:
-    # l4-a-0's GPUs have no NVLink: no device carries the attribute, so no pair can match on it.
-    kube_api.create(claim_template("island", 2, "gpuplace.io/nvlinkDomain"), kube_namespace)
+    # l4-a-0 has two GPUs under each PCIe root: no three of them share one.
+    kube_api.create(claim_template("island", 3, "resource.kubernetes.io/pcieRoot"), kube_namespace)
     with PodTimer(kube_api, kube_namespace, label_selector="test=llm") as timer:
         kube_api.create(pod("llm", node="l4-a-0", template="island"), kube_namespace)
         with pytest.raises(ProvisioningTimeout) as failed:
@@ -215,7 +218,7 @@ def test_resource_slice_removed_during_a_wait(kube_api: Api, kube_namespace: str
     slice_ = testenv_dra.resource_slice(spare_node)
     assert slice_ is not None
     kube_api.apply(slice_, force=True)
-    kube_api.create(claim_template("pair", 2, "gpuplace.io/nvlinkDomain"), kube_namespace)
+    kube_api.create(claim_template("pair", 2, "resource.kubernetes.io/pcieRoot"), kube_namespace)
     with PodTimer(kube_api, kube_namespace, label_selector="test=llm") as timer:
         assert kube_api.delete(slice_)  # gone before the scheduler could use it
         kube_api.create(pod("llm", node=spare_node.name, template="pair"), kube_namespace)

@@ -23,6 +23,7 @@ import pytest
 from conftest import SHARED_CRDS
 
 from gpuplace.cli import main
+from gpuplace.dra import unpublished
 from gpuplace.inventory import load_inventory
 from gpuplace.k8s import Api, Invalid
 from gpuplace.k8s.crds import read_crds
@@ -149,14 +150,6 @@ def _wait_allocated(api: Api, namespace: str, plan_id: str, pods: int) -> None:
         time.sleep(0.2)
 
 
-def _attribute(api: Api, node: str, device: str, name: str) -> Any:
-    (slice_,) = api.list(
-        RESOURCE, "ResourceSlice", field_selector=f"spec.nodeName={node}", deadline=Deadline(10)
-    )
-    dev = next(d for d in slice_["spec"]["devices"] if d["name"] == device)
-    return next(iter(dev["attributes"][name].values()))
-
-
 def _check_dra_allocation(api: Api, namespace: str, plan_dir: PlanDir, inventory: Inventory) -> None:
     plan = plan_dir.plan
     _wait_allocated(api, namespace, plan.plan_id, plan.replicas)
@@ -178,9 +171,16 @@ def _check_dra_allocation(api: Api, namespace: str, plan_dir: PlanDir, inventory
         assert len(devices) == (1 if plan.chosen.kind == "shared" else plan.chosen.gpus_per_replica)
         products = {inventory.node(placement.node).gpus[d.gpu_index or 0].gpu for d in devices}
         assert products == {plan.chosen.gpu}
-        if len(devices) > 1:  # a tensor-parallel group: one NVLink island
-            domains = {_attribute(api, placement.node, d.device, "gpuplace.io/nvlinkDomain") for d in devices}
-            assert len(domains) == 1, domains
+        if len(devices) > 1:  # a tensor-parallel group: one NVLink island of one node, by its pool
+            assert {d.pool for d in devices} == {placement.node}
+            islands = {
+                g.nvlink_island for g in inventory.node(placement.node).gpus if g.id in placement.gpu_ids
+            }
+            assert len(islands) == 1 and "" not in islands, islands
+    claims = [
+        o for o in plan_dir.alternative("dra") if o["kind"] in ("ResourceClaim", "ResourceClaimTemplate")
+    ]
+    assert claims and all(unpublished(c) == [] for c in claims)  # only what NVIDIA's driver publishes
     if plan.chosen.kind == "shared":  # the replicas of one GPU share its device
         by_node: dict[str, set[str]] = {}
         for placement in placements:

@@ -1,7 +1,8 @@
 """DRA without a cluster: the devices the testenv publishes (schema-valid for Kubernetes 1.35, named and
 attributed as NVIDIA's driver does), the round trip published device → inventory id, claim templates that
-keep a replica's GPUs on one NVLink domain / PCIe root / NUMA node, and reading placements from API
-objects (claims and pods as the API server returns them)."""
+keep a replica's GPUs on one PCIe root / NUMA node (NVLink: the node's pool), and reading placements from
+API objects (claims and pods as the API server returns them). The driver's attribute table and config
+checks: tests/unit/test_dra_driver.py."""
 
 from __future__ import annotations
 
@@ -61,22 +62,16 @@ def test_every_published_device_maps_back_to_its_inventory_id(fleet: str) -> Non
 
 
 def test_mig_slices_map_by_rank_when_named_the_nvidia_way() -> None:
-    # NVIDIA names MIG devices gpu-<minor>-mig-<giProfileId>-<start>-<size>; the rank of a slice among its
-    # GPU's slices of the same profile (by name) is the inventory's n.
-    def mig(name: str, parent: int, profile: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "attributes": {
-                "type": {"string": "mig"},
-                "profile": {"string": profile},
-                "parentIndex": {"int": parent},
-            },
-        }
+    # NVIDIA names MIG devices gpu-<parent minor>-mig-<profile>-<giProfileId>-<start> and publishes no
+    # parent index: the parent is the name's minor, and the rank of a slice among its GPU's slices of the
+    # same profile (by name) is the inventory's n.
+    def mig(name: str, profile: str) -> dict[str, Any]:
+        return {"name": name, "attributes": {"type": {"string": "mig"}, "profile": {"string": profile}}}
 
     raw = [
-        mig("gpu-4-mig-19-6-1", 4, "1g.10gb"),
-        mig("gpu-4-mig-19-4-1", 4, "1g.10gb"),
-        mig("gpu-4-mig-9-0-4", 4, "3g.40gb"),
+        mig("gpu-4-mig-1g10gb-19-6", "1g.10gb"),
+        mig("gpu-4-mig-1g10gb-19-4", "1g.10gb"),
+        mig("gpu-4-mig-3g40gb-9-0", "3g.40gb"),
     ]
     devices = [vocab.published_device(d) for d in raw]
     assert [vocab.inventory_id("n", d, devices) for d in devices] == [
@@ -86,10 +81,18 @@ def test_mig_slices_map_by_rank_when_named_the_nvidia_way() -> None:
     ]
 
 
-def test_a_device_without_an_index_is_not_given_an_id() -> None:
-    # The newest NVIDIA driver publishes no index attribute: then the id is unknown, not guessed.
-    dev = vocab.published_device({"name": "gpu-3", "attributes": {"type": {"string": "gpu"}}})
-    assert dev.index is None and vocab.inventory_id("n", dev) == ""
+def test_a_device_says_which_gpu_by_its_drivers_name_or_an_older_releases_index() -> None:
+    # The current driver publishes no index: its device name gpu-<minor> says which GPU it is.
+    def dev(name: str, kind: str, **ints: int) -> vocab.PublishedDevice:
+        attrs = {"type": {"string": kind}, **{k: {"int": v} for k, v in ints.items()}}
+        return vocab.published_device({"name": name, "attributes": attrs})
+
+    assert dev("gpu-3", "gpu").index == 3 and vocab.inventory_id("n", dev("gpu-3", "gpu")) == "n/gpu3"
+    assert dev("gpu-3", "gpu", index=5).index == 5  # an older release's index attribute wins
+    assert dev("gpu-3-mig-1g10gb-19-0", "mig", parentIndex=1).index == 1
+    # a name not of the driver's form, or of the other kind, says nothing: the id is not guessed
+    for unknown in (dev("tpu-3", "gpu"), dev("gpu-3-mig-1g10gb-19-0", "gpu"), dev("gpu-3", "mig")):
+        assert unknown.index is None and vocab.inventory_id("n", unknown) == ""
 
 
 def test_attributes_are_qualified_as_cel_sees_them() -> None:
@@ -102,7 +105,8 @@ def test_attributes_are_qualified_as_cel_sees_them() -> None:
         }
     )
     assert attrs == {"gpu.nvidia.com/productName": "x", "resource.kubernetes.io/pcieRoot": "pci0000:00"}
-    assert vocab.cel_attribute(vocab.NVLINK_DOMAIN) == 'device.attributes["gpuplace.io"].nvlinkDomain'
+    assert vocab.cel_attribute(vocab.PCIE_ROOT) == 'device.attributes["resource.kubernetes.io"].pcieRoot'
+    assert vocab.cel_attribute(vocab.PROFILE) == 'device.attributes["gpu.nvidia.com"].profile'
 
 
 def test_held_devices_are_selected_exactly_by_uuid() -> None:
@@ -136,7 +140,8 @@ def _multi_gpu(
 @pytest.mark.parametrize(
     ("tiers", "numa", "attribute"),
     [
-        (("nvlink", "nvlink"), (0, None), "gpuplace.io/nvlinkDomain"),
+        (("nvlink", "nvlink"), (0, None), ""),  # no NVLink attribute: the node's pool keeps it
+        (("nvlink",), (0,), ""),  # not narrowed to one NUMA node the plan did not need
         (("pcie-switch",), (1,), "resource.kubernetes.io/pcieRoot"),
         (("numa",), (1,), "resource.kubernetes.io/numaNode"),
         (("nvlink", "pcie-switch"), (0, 1), "resource.kubernetes.io/numaNode"),
@@ -151,6 +156,7 @@ def test_claim_template_keeps_the_planned_locality(
     assert claim_locality(plan) == attribute
     template = resource_claim_template(plan, inv, ServingOptions())
     kubernetes_validate.validate(template, K8S, strict=True)
+    assert vocab.unpublished(template) == []
     devices = template["spec"]["spec"]["devices"]
     assert devices["requests"][0]["exactly"]["count"] == 4
     assert devices.get("constraints", []) == (

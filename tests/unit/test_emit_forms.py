@@ -80,26 +80,51 @@ def _free_shared(plan: PlacementPlan) -> PlacementPlan:
     )
 
 
-def test_shared_plans_claim_through_sharing_config_or_capacity_or_are_refused() -> None:
+def test_shared_plans_claim_as_priced_and_mps_or_capacity_only_when_asked() -> None:
     busy = plan_for(MIXED, ("shared",))
     assert busy.chosen.kind == "shared"
-    with pytest.raises(InvalidInput, match=r"consumable capacity.*1.36, not in 1.35"):
+    # A GPU another workload uses in part needs consumable capacity, which is emitted only when asked.
+    with pytest.raises(InvalidInput, match=r"--gpu-sharing consumable-capacity") as refused:
         build_manifests(busy, MIXED, emit=EmitOptions(forms=("dra",), explicit=True))
-    # Of the default set, the form is left out with the reason instead.
-    assert "dra" in build_manifests(busy, MIXED).left_out
-    newer = build_manifests(busy, MIXED, emit=EmitOptions(forms=("dra",), kube_version="1.36", explicit=True))
+    assert "ConsumableShares" in refused.value.fix
+    assert "dra" in build_manifests(busy, MIXED).left_out  # of the default set: left out, with the reason
+    capacity = EmitOptions(forms=("dra",), explicit=True, sharing="consumable-capacity")
+    with pytest.raises(InvalidInput, match=r"older than 1.36") as old:
+        build_manifests(busy, MIXED, emit=capacity)
+    assert old.value.field == "gpu_sharing"
+    newer = build_manifests(busy, MIXED, emit=replace(capacity, kube_version="1.36"))
     template = newer.alternatives["dra.yaml"][0]
     exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
     memory = next(g.memory_gib for _, g in MIXED.devices() if g.id == busy.placements[0].gpu_ids[0])
     assert exactly["capacity"] == {"requests": {"memory": f"{int(busy.chosen.share * memory * 1024)}Mi"}}
+    assert any("ConsumableShares" in n for n in newer.notes)
+    # A free GPU, by default: one claim its replicas share, no config (CUDA time-slicing, as priced).
     free = _free_shared(busy)
-    claim, dep = build_manifests(free, MIXED, emit=EmitOptions(forms=("dra",))).alternatives["dra.yaml"]
+    default = build_manifests(free, MIXED, emit=EmitOptions(forms=("dra",)))
+    claim, dep = default.alternatives["dra.yaml"]
     kubernetes_validate.validate(claim, K8S, strict=True)
-    mps = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]["sharing"]["mpsConfig"]
-    assert mps["defaultActiveThreadPercentage"] == round(busy.chosen.share * 100)
+    assert "config" not in claim["spec"]["devices"]
     assert dep["spec"]["template"]["spec"]["resourceClaims"] == [
         {"name": "gpus", "resourceClaimName": claim["metadata"]["name"]}
     ]
+    assert any("time-slicing, which needs no feature gate" in n for n in default.notes)
+    # MPS when asked: the driver's GpuConfig at the priced share, and the gate named.
+    asked = build_manifests(free, MIXED, emit=EmitOptions(forms=("dra",), sharing="mps"))
+    claim = asked.alternatives["dra.yaml"][0]
+    kubernetes_validate.validate(claim, K8S, strict=True)
+    mps = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]["sharing"]
+    assert mps["strategy"] == "MPS"
+    assert mps["mpsConfig"]["defaultActiveThreadPercentage"] == round(busy.chosen.share * 100)
+    assert any("MPSSupport" in n for n in asked.notes)
+
+
+def test_a_sharing_mode_gpuplace_does_not_know_is_refused_naming_the_choices() -> None:
+    with pytest.raises(InvalidInput) as refused:
+        EmitOptions(sharing="vgpu")
+    assert refused.value.field == "gpu_sharing" and refused.value.value == "vgpu"
+    assert "time-slicing, mps, consumable-capacity" in refused.value.fix
+    assert emit_options({"gpu_sharing": "mps"}).sharing == "mps"
+    assert emit_options({}).sharing == "time-slicing"
 
 
 def test_old_kubernetes_and_lws_for_a_slice_are_refused_with_the_reason() -> None:

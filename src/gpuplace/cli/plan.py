@@ -57,6 +57,7 @@ class PlanCommand(Command):
             workload=args.workload,
             engine_steps=Path(args.engine_steps) if args.engine_steps else None,
             emit=emit_options(params),
+            operators=Path(args.operators) if args.operators else None,
         )
         plan = result.plan
         for note in plan.notes:

@@ -159,10 +159,13 @@ def _gpu_objects(
     chosen_api, published, api_note = choose_gpu_api(api, plan, gpu_api, deadline=deadline)
     raw: list[Mapping[str, Any]] = list(plan_dir.manifests)
     if chosen_api == "dra":
-        from gpuplace.manifests.pinned import pinned_dra_objects
+        from gpuplace.manifests.pinned import pinned_dra_objects, shared_config
 
+        # a shared GPU is shared as the plan's dra form chose (no form, or time-slicing: no config)
+        sharing = plan.chosen.kind == "shared" and "dra" in plan_dir.forms
+        config = shared_config(plan_dir.alternative("dra")) if sharing else []
         try:
-            raw = list(pinned_dra_objects(plan, plan_dir.manifests, published))
+            raw = list(pinned_dra_objects(plan, plan_dir.manifests, published, config))
         except InvalidInput as e:
             if gpu_api == "dra":
                 raise

@@ -72,6 +72,7 @@ class ManifestSet:
     alternatives: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     left_out: Mapping[str, str] = field(default_factory=dict)  # form → why it cannot express the plan
     forms: tuple[str, ...] = ()  # the forms written (``left_out`` not among them)
+    notes: tuple[str, ...] = ()  # what the written forms keep and need, for the plan's notes
 
     def objects(self) -> tuple[Mapping[str, Any], ...]:
         return tuple(o for name in sorted(self.apply) for o in self.apply[name])

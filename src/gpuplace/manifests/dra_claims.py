@@ -1,20 +1,24 @@
 """The ``dra`` form: the plan's GPUs claimed through Dynamic Resource Allocation (``resource.k8s.io/v1``).
 
-One claim shape per planned shape, in the vocabulary NVIDIA's DRA driver publishes (:mod:`gpuplace.dra`):
+One claim shape per planned shape, in the vocabulary NVIDIA's DRA driver publishes (:mod:`gpuplace.dra`;
+every claim only names what the driver publishes, :func:`gpuplace.dra.unpublished`):
 
 - **whole GPUs** (one, or a tensor-parallel group): a ``ResourceClaimTemplate`` of class ``gpu.nvidia.com``
-  selecting the planned product, with a ``matchAttribute`` constraint that keeps the group on one NVLink
-  domain, PCIe root or NUMA node as the plan assumed (:func:`claim_locality`); a TP group never crosses an
-  NVLink domain;
+  selecting the planned product. The driver publishes no NVLink attribute: a claim's devices come from
+  the ResourceSlice of the node its pod runs on (pool = node), and the Deployment is held to the planned
+  nodes, so a TP group stays in one node's NVLink island, which is the whole node on an HGX board (a node
+  with several islands is named in the plan's notes, :func:`dra_notes`). A group the plan put under one PCIe
+  switch or on one NUMA node keeps that with ``matchAttribute`` on ``resource.kubernetes.io/pcieRoot`` or
+  ``numaNode`` (:func:`claim_locality`); a group across nodes is the ``lws`` form (ComputeDomain, clique);
 - **MIG slices**: class ``mig.nvidia.com`` selecting the planned ``profile``;
-- **shared GPUs**: the replicas that the plan puts on one GPU reference one ``ResourceClaim`` (a claim
-  shared by pods shares its device), configured through the driver's sharing config (``GpuConfig``,
-  ``sharing.strategy: MPS``) with the share the plan priced as the MPS active-thread percentage and pinned
-  memory limit. One Deployment per shared GPU, pinned to its node. A claim shares its device only with
-  the pods that reference it, so a GPU another workload already uses in part (the inventory's
-  ``allocated``) is joined through consumable capacity instead (KEP-5075, beta and on by default from
-  Kubernetes 1.36): a request for the share of the GPU's ``memory`` capacity, on a driver that publishes
-  the GPU with ``allowMultipleAllocations``. Below 1.36 such a plan is refused (:func:`needs_capacity`).
+- **shared GPUs**, as asked (:data:`SHARING_MODES`, ``--gpu-sharing``): ``time-slicing`` (default): the
+  replicas the plan puts on one GPU reference one ``ResourceClaim`` (a claim shared by pods shares its
+  device) with no sharing config, so CUDA time-slices them, as the plan priced, with no driver gate;
+  ``mps``: the same claim with the driver's ``GpuConfig`` ``sharing.strategy: MPS`` at the priced share
+  (active-thread percentage and pinned memory limit; the MPSSupport gate); ``consumable-capacity``: a
+  claim per replica for the share of a GPU's ``memory`` capacity (the ConsumableShares gate, Kubernetes
+  ≥ 1.36), the only way to join a GPU another workload already uses in part (:func:`needs_capacity`).
+  One Deployment per shared GPU, pinned to its node, except with consumable capacity.
 
 Pure functions.
 """
@@ -39,15 +43,30 @@ from gpuplace.types.plan import Placement, PlacementPlan
 
 RESOURCE_API = "resource.k8s.io/v1"
 CLAIM = "gpus"  # the request's name and the claim's name inside the pod
-GPU_CONFIG_API = "resource.nvidia.com/v1beta1"  # the driver's opaque config (GpuConfig)
+TIME_SLICING, MPS, CONSUMABLE = "time-slicing", "mps", "consumable-capacity"
+SHARING_MODES = (TIME_SLICING, MPS, CONSUMABLE)
+# what each way of sharing a GPU needs on the cluster, beyond the DRA driver itself
+SHARING_NEEDS = {
+    TIME_SLICING: "no feature gate (the driver's default CUDA time-slicing of the pods of one claim)",
+    MPS: "the driver's MPSSupport feature gate (alpha, off by default; not with its DynamicMIG or "
+    "ConsumableShares)",
+    CONSUMABLE: "the driver's ConsumableShares feature gate (alpha, off by default) with its "
+    "consumableShares value set (e.g. memory), and Kubernetes' DRAConsumableCapacity (on by default from "
+    "1.36); no MPS",
+}
 
 # The claim constraint that keeps a replica's GPUs as local as the plan assumed, per interconnect tier:
-# one NVLink domain, one PCIe root, or one NUMA node (attribute names as published: gpuplace.dra).
-LOCALITY_ATTRIBUTE = {
-    "nvlink": dra.NVLINK_DOMAIN,
-    "pcie-switch": dra.PCIE_ROOT,
-    "numa": dra.NUMA_NODE,
-}
+# one PCIe root or one NUMA node (published attributes, gpuplace.dra). NVLink has none: the node's pool.
+LOCALITY_ATTRIBUTE = {"pcie-switch": dra.PCIE_ROOT, "numa": dra.NUMA_NODE}
+
+
+def check_sharing(mode: str) -> str:
+    """``mode`` when it is one of :data:`SHARING_MODES`, else the refusal naming the choices."""
+    if mode not in SHARING_MODES:
+        raise InvalidInput(
+            "gpu_sharing", mode, "is not a way to share a GPU", f"Choose from {', '.join(SHARING_MODES)}"
+        )
+    return mode
 
 
 def _product_name(plan: PlacementPlan, inventory: Inventory) -> str:
@@ -59,19 +78,64 @@ def _product_name(plan: PlacementPlan, inventory: Inventory) -> str:
 
 
 def claim_locality(plan: PlacementPlan) -> str:
-    """The attribute every replica's GPUs must share (``matchAttribute``), or "" for none.
+    """The published attribute every replica's GPUs must share (``matchAttribute``), or "" for none.
 
-    One template serves every replica, so the tier must hold for all of them: the planner's tier when
-    the placements share it, else one NUMA node when every planned set sits on one, else no constraint.
+    One template serves every replica, so the tier must hold for all of them: the planner's tier when the
+    placements share one the driver publishes an attribute for (PCIe root, NUMA node); none for NVLink,
+    which the node's pool keeps (no published attribute tells NVLink islands apart, and GPUs of one
+    NVSwitch domain sit under several PCIe roots and NUMA nodes); for mixed tiers, one NUMA node when every
+    planned set sits on one, else none.
     """
     if plan.chosen.gpus_per_replica < 2 or not plan.placements:
         return ""
     tiers = {p.interconnect for p in plan.placements}
-    if len(tiers) == 1 and (tier := tiers.pop()) in LOCALITY_ATTRIBUTE:
-        return LOCALITY_ATTRIBUTE[tier]
+    if len(tiers) == 1:
+        return LOCALITY_ATTRIBUTE.get(tiers.pop(), "")
     if all(p.numa_node is not None for p in plan.placements):
         return dra.NUMA_NODE
     return ""
+
+
+def _islands(plan: PlacementPlan, inventory: Inventory) -> dict[str, int]:
+    """The planned nodes whose GPUs of the planned product form more than one NVLink island, by count."""
+    out = {}
+    for node in _planned_nodes(plan, inventory):
+        islands = {g.nvlink_island for g in node.gpus if g.gpu == plan.chosen.gpu and not g.mig_profile}
+        if len(islands) > 1:
+            out[node.name] = len(islands)
+    return out
+
+
+def dra_notes(plan: PlacementPlan, inventory: Inventory, sharing: str = TIME_SLICING) -> tuple[str, ...]:
+    """What the ``dra`` form's claims keep and need, for the plan's notes."""
+    chosen = plan.chosen
+    if chosen.kind == "shared":
+        priced = "the plan priced a time-sliced share"
+        if sharing == MPS:
+            priced += " (MPS caps each replica at the share's threads instead; not priced separately)"
+        return (f"dra: replicas share a GPU by {sharing}, which needs {SHARING_NEEDS[sharing]}; {priced}",)
+    if chosen.kind != "whole" or chosen.gpus_per_replica < 2:
+        return ()
+    attribute = claim_locality(plan)
+    if attribute:
+        return (
+            f"dra: each tensor-parallel group's GPUs share {attribute} "
+            f"(the driver publishes it {dra.PUBLISHED[attribute].when}; without it the claim is not "
+            "allocated)",
+        )
+    note = (
+        "dra: NVIDIA's DRA driver publishes no NVLink attribute, so each tensor-parallel group is kept in "
+        "one node's NVLink island by the node: a claim's devices come from that node's ResourceSlice (its "
+        "pool) and the Deployment is held to the planned nodes"
+    )
+    split = _islands(plan, inventory)
+    if split:
+        nodes = ", ".join(f"{n} ({k} islands)" for n, k in sorted(split.items()))
+        note += (
+            f"; on {nodes} the allocator may split a group across islands, which no published attribute "
+            "tells apart: deploy with --gpu-api dra to claim the planned GPUs by uuid"
+        )
+    return (note,)
 
 
 CONSUMABLE_CAPACITY = (1, 36)  # DRAConsumableCapacity: alpha 1.34, beta (on by default) 1.36
@@ -115,8 +179,8 @@ def resource_claim_template(
     plan: PlacementPlan, inventory: Inventory, options: ServingOptions
 ) -> dict[str, Any]:
     """A DRA claim template for one replica of a whole-GPU or MIG plan: its GPUs (or MIG slice) by CEL
-    selector on the attributes NVIDIA's DRA driver publishes, kept on one NVLink domain, PCIe root or
-    NUMA node as the plan assumed."""
+    selector on the attributes NVIDIA's DRA driver publishes, kept on one PCIe root or NUMA node where the
+    plan assumed one (:func:`claim_locality`)."""
     spec: dict[str, Any] = {"devices": {"requests": [device_request(plan, inventory, options)]}}
     locality = claim_locality(plan)
     if locality:
@@ -129,21 +193,24 @@ def resource_claim_template(
     }
 
 
-def sharing_config(share: float, memory_gib: float) -> dict[str, Any]:
-    """The NVIDIA driver's opaque ``GpuConfig`` for an MPS-shared GPU holding ``share`` of it."""
+def sharing_config(mode: str, share: float, memory_gib: float) -> dict[str, Any] | None:
+    """The claim's config entry for a GPU shared by ``mode`` at ``share``: none for time-slicing (the
+    driver's default, no gate), the driver's ``GpuConfig`` with MPS at the share for ``mps``; checked as
+    the driver checks it (:func:`gpuplace.dra.gpu_config_gates`)."""
     if not 0 < share <= 1:
         raise InvalidInput("plan.chosen.share", share, "a GPU share must be in (0, 1]", "Plan it again")
-    sharing: dict[str, Any] = {"strategy": "MPS", "mpsConfig": {}}
-    sharing["mpsConfig"]["defaultActiveThreadPercentage"] = max(1, round(share * 100))
+    if check_sharing(mode) != MPS:
+        return None
+    mps: dict[str, Any] = {"defaultActiveThreadPercentage": max(1, round(share * 100))}
     if memory_gib > 0:
-        sharing["mpsConfig"]["defaultPinnedDeviceMemoryLimit"] = f"{int(share * memory_gib * 1024)}Mi"
-    return {
-        "requests": [CLAIM],
-        "opaque": {
-            "driver": dra.DRIVER,
-            "parameters": {"apiVersion": GPU_CONFIG_API, "kind": "GpuConfig", "sharing": sharing},
-        },
+        mps["defaultPinnedDeviceMemoryLimit"] = f"{max(1, int(share * memory_gib * 1024))}Mi"
+    parameters = {
+        "apiVersion": dra.GPU_CONFIG_API,
+        "kind": "GpuConfig",
+        "sharing": {"strategy": dra.MPS, "mpsConfig": mps},
     }
+    dra.gpu_config_gates(parameters, "sharing config")
+    return {"requests": [CLAIM], "opaque": {"driver": dra.DRIVER, "parameters": parameters}}
 
 
 def shared_groups(plan: PlacementPlan) -> list[tuple[Placement, ...]]:
@@ -162,18 +229,26 @@ def _gpu_memory(inventory: Inventory, gpu_id: str) -> float:
 
 
 def shared_claim(
-    plan: PlacementPlan, inventory: Inventory, options: ServingOptions, name: str, gpu_id: str
+    plan: PlacementPlan,
+    inventory: Inventory,
+    options: ServingOptions,
+    name: str,
+    gpu_id: str,
+    sharing: str = TIME_SLICING,
 ) -> dict[str, Any]:
-    """A ResourceClaim for the one GPU ``gpu_id`` that some replicas share, with the priced share."""
-    spec = {
-        "devices": {
-            "requests": [device_request(plan, inventory, options)],
-            "config": [sharing_config(plan.chosen.share, _gpu_memory(inventory, gpu_id))],
-        }
-    }
+    """A ResourceClaim for the one GPU ``gpu_id`` that some replicas share, shared by ``sharing``."""
+    devices: dict[str, Any] = {"requests": [device_request(plan, inventory, options)]}
+    config = sharing_config(sharing, plan.chosen.share, _gpu_memory(inventory, gpu_id))
+    if config is not None:
+        devices["config"] = [config]
     meta = _meta(plan, name)
     meta["annotations"] = {"gpuplace.io/planned-gpu": gpu_id, "gpuplace.io/share": f"{plan.chosen.share:g}"}
-    return {"apiVersion": RESOURCE_API, "kind": "ResourceClaim", "metadata": meta, "spec": spec}
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": {"devices": devices},
+    }
 
 
 def _claiming(dep: dict[str, Any], claim: str) -> dict[str, Any]:
@@ -205,11 +280,11 @@ def capacity_template(plan: PlacementPlan, inventory: Inventory, options: Servin
 
 
 def dra_objects(
-    plan: PlacementPlan, inventory: Inventory, options: ServingOptions, *, capacity: bool = False
+    plan: PlacementPlan, inventory: Inventory, options: ServingOptions, *, sharing: str = TIME_SLICING
 ) -> list[dict[str, Any]]:
     """The ``dra`` form's objects: claim(s) first, then the Deployment(s) that reference them; a shared
-    plan through consumable capacity when ``capacity`` (the cluster serves it and the plan needs it)."""
-    if capacity and plan.chosen.kind == "shared":
+    plan's GPUs shared by ``sharing`` (:data:`SHARING_MODES`)."""
+    if check_sharing(sharing) == CONSUMABLE and plan.chosen.kind == "shared":
         return [capacity_template(plan, inventory, options), deployment(plan, inventory, options, dra=True)]
     if plan.chosen.kind != "shared":
         return [
@@ -223,7 +298,7 @@ def dra_objects(
     for k, group in enumerate(groups):
         single = len(groups) == 1
         claim = f"{plan.deployment_name}-gpus" if single else f"{plan.deployment_name}-gpus-{k}"
-        claims.append(shared_claim(plan, inventory, options, claim, group[0].gpu_ids[0]))
+        claims.append(shared_claim(plan, inventory, options, claim, group[0].gpu_ids[0], sharing))
         dep = _claiming(copy.deepcopy(base), claim)
         name = plan.deployment_name if single else f"{plan.deployment_name}-g{k}"
         deployments.append(_on_node(dep, group[0].node, len(group), name, k))

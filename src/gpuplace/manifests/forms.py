@@ -20,7 +20,9 @@ before anything is written, with the reason (:func:`refusal`); of the default se
 note. The reasons: a replica that spans nodes in a form whose pod runs on one
 node (use ``lws`` or ``kserve-llmisvc``), a MIG slice or GPU share in ``lws`` (they never span nodes), a
 Kubernetes version without the DRA API the claims need (``resource.k8s.io/v1``: 1.34 and later;
-consumable capacity for a share of a GPU another workload already uses: 1.36 and later).
+consumable capacity: 1.36 and later), a shared GPU another workload already uses in part unless consumable
+capacity is asked for (``--gpu-sharing consumable-capacity``: a DRA claim shares its device only with the
+pods that reference it).
 """
 
 from __future__ import annotations
@@ -38,7 +40,16 @@ from gpuplace.manifests.builders import (
     pod_disruption_budget,
     service,
 )
-from gpuplace.manifests.dra_claims import CONSUMABLE_CAPACITY, dra_objects, needs_capacity
+from gpuplace.manifests.dra_claims import (
+    CONSUMABLE,
+    CONSUMABLE_CAPACITY,
+    SHARING_NEEDS,
+    TIME_SLICING,
+    check_sharing,
+    dra_notes,
+    dra_objects,
+    needs_capacity,
+)
 from gpuplace.manifests.kserve_llm import llm_inference_service
 from gpuplace.manifests.kueue import kueue_objects
 from gpuplace.manifests.llmd import llmd_objects
@@ -63,10 +74,12 @@ class EmitOptions:
     kube_version: str = DEFAULT_KUBE_VERSION  # the cluster's Kubernetes minor, e.g. "1.35"
     router: bool = True  # kserve-llmisvc: KServe's managed Gateway route and scheduler (EPP)
     explicit: bool = False  # the forms were named (--emit): a form that cannot express the plan is an error
+    sharing: str = TIME_SLICING  # dra: how replicas on one GPU share it (dra_claims.SHARING_MODES)
 
     def __post_init__(self) -> None:
         kube_minor(self.kube_version)
         parse_forms(self.forms)
+        check_sharing(self.sharing)
 
 
 def parse_forms(forms: str | Iterable[str]) -> tuple[str, ...]:
@@ -90,8 +103,11 @@ def kube_minor(version: str) -> tuple[int, int]:
     return major, minor
 
 
-def refusal(plan: PlacementPlan, inventory: Inventory, form: str, kube_version: str) -> InvalidInput | None:
-    """Why ``form`` cannot express ``plan`` on Kubernetes ``kube_version``; None when it can."""
+def refusal(
+    plan: PlacementPlan, inventory: Inventory, form: str, kube_version: str, sharing: str = TIME_SLICING
+) -> InvalidInput | None:
+    """Why ``form`` cannot express ``plan`` on Kubernetes ``kube_version`` (a shared GPU shared by
+    ``sharing``); None when it can."""
     size = nodes_per_replica(plan)
     minor = kube_minor(kube_version)
     if size > 1 and form in SINGLE_NODE_FORMS:
@@ -117,18 +133,37 @@ def refusal(plan: PlacementPlan, inventory: Inventory, form: str, kube_version: 
             f"{DRA_V1[0]}.{DRA_V1[1]}), which the claims use",
             "Pass the --kube-version of a newer cluster, or emit manifests (device plugin)",
         )
-    busy = needs_capacity(plan, inventory) if form == "dra" else []
-    if busy and minor < CONSUMABLE_CAPACITY:
-        return InvalidInput(
-            "emit",
-            form,
-            f"the plan shares {', '.join(busy)}, which another workload already uses in part; a DRA claim "
-            "shares its device only with the pods that reference it, so joining that GPU needs consumable "
-            "capacity (DRAConsumableCapacity), on by default from Kubernetes "
-            f"{CONSUMABLE_CAPACITY[0]}.{CONSUMABLE_CAPACITY[1]}, not in {kube_version}",
-            "Pass the --kube-version of a cluster that serves it, or emit manifests (device-plugin sharing)",
-        )
+    if form == "dra" and plan.chosen.kind == "shared":
+        return _sharing_refusal(plan, inventory, sharing, kube_version)
     return None
+
+
+def _sharing_refusal(
+    plan: PlacementPlan, inventory: Inventory, sharing: str, kube_version: str
+) -> InvalidInput | None:
+    """Why the ``dra`` form cannot share the plan's GPUs by ``sharing``; None when it can."""
+    needed = f"{CONSUMABLE_CAPACITY[0]}.{CONSUMABLE_CAPACITY[1]}"
+    if sharing == CONSUMABLE:
+        if kube_minor(kube_version) >= CONSUMABLE_CAPACITY:
+            return None
+        return InvalidInput(
+            "gpu_sharing",
+            sharing,
+            f"needs {SHARING_NEEDS[CONSUMABLE]}; Kubernetes {kube_version} is older than {needed}",
+            "Pass the --kube-version of a cluster that serves it, or share by time-slicing (the default)",
+        )
+    busy = needs_capacity(plan, inventory)
+    if not busy:
+        return None
+    return InvalidInput(
+        "emit",
+        "dra",
+        f"the plan shares {', '.join(busy)}, which another workload already uses in part; a DRA claim "
+        f"shares its device only with the pods that reference it, so joining that GPU needs consumable "
+        f"capacity, which --gpu-sharing {sharing} does not ask for",
+        f"Pass --gpu-sharing {CONSUMABLE} (it needs {SHARING_NEEDS[CONSUMABLE]}), or emit manifests "
+        "(device-plugin sharing)",
+    )
 
 
 def forms_for(plan: PlacementPlan, emit: EmitOptions) -> EmitOptions:
@@ -148,7 +183,7 @@ def check_forms(plan: PlacementPlan, inventory: Inventory, emit: EmitOptions) ->
         nvlink_cliques(plan, inventory)
     left_out: dict[str, str] = {}
     for form in emit.forms:
-        why = refusal(plan, inventory, form, emit.kube_version)
+        why = refusal(plan, inventory, form, emit.kube_version, emit.sharing)
         if why is None:
             continue
         if emit.explicit or (form == MANIFESTS and not spans):
@@ -182,15 +217,15 @@ def build_manifests(
         else:
             alternatives[f"{form}.yaml"] = tuple(_form(form, plan, inventory, options, emit))
     written = tuple(f for f in emit.forms if f not in left_out)
-    return ManifestSet(apply=apply, alternatives=alternatives, left_out=left_out, forms=written)
+    notes = dra_notes(plan, inventory, emit.sharing) if "dra" in written else ()
+    return ManifestSet(apply=apply, alternatives=alternatives, left_out=left_out, forms=written, notes=notes)
 
 
 def _form(
     form: str, plan: PlacementPlan, inventory: Inventory, options: ServingOptions, emit: EmitOptions
 ) -> list[dict[str, Any]]:
     if form == "dra":
-        capacity = bool(needs_capacity(plan, inventory))
-        return dra_objects(plan, inventory, options, capacity=capacity)
+        return dra_objects(plan, inventory, options, sharing=emit.sharing)
     if form == "kserve":
         return [inference_service(plan, inventory, options)]
     if form == "kserve-llmisvc":

@@ -21,7 +21,7 @@ from typing import Any
 from gpuplace import dra
 from gpuplace.errors import InvalidInput
 from gpuplace.labels import HOSTNAME, REPLICA_LABEL
-from gpuplace.manifests.dra_claims import LOCALITY_ATTRIBUTE, sharing_config
+from gpuplace.manifests.dra_claims import LOCALITY_ATTRIBUTE
 from gpuplace.types.plan import PlacementPlan
 
 CLAIM_NAME = "gpus"  # the claim's name inside the pod
@@ -43,10 +43,17 @@ def _uuid_selector(uuids: Sequence[str]) -> str:
 
 
 def resource_claim(
-    plan: PlacementPlan, replica: int, uuids: Sequence[str], *, kind: str, labels: Mapping[str, str]
+    plan: PlacementPlan,
+    replica: int,
+    uuids: Sequence[str],
+    *,
+    kind: str,
+    labels: Mapping[str, str],
+    config: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """A claim for exactly the devices ``uuids`` (all of one ``kind``: "gpu" or "mig"); for a shared plan
-    with the driver's sharing config at the planned share (the replicas on that GPU all reference it)."""
+    with ``config``, the sharing config the plan's ``dra`` form chose (:func:`shared_config`; none: the
+    driver's default time-slicing), which the replicas on that GPU all share."""
     cls = dra.MIG_CLASS if kind == "mig" else dra.GPU_CLASS
     spec: dict[str, Any] = {
         "devices": {
@@ -68,8 +75,8 @@ def resource_claim(
     if locality and len(uuids) > 1:
         # The planned set was chosen for this locality; a claim that cannot hold it should say so.
         spec["devices"]["constraints"] = [{"requests": [CLAIM_NAME], "matchAttribute": locality}]
-    if plan.chosen.kind == "shared":
-        spec["devices"]["config"] = [sharing_config(plan.chosen.share, 0.0)]
+    if plan.chosen.kind == "shared" and config:
+        spec["devices"]["config"] = [copy.deepcopy(dict(c)) for c in config]
     return {
         "apiVersion": RESOURCE_API,
         "kind": "ResourceClaim",
@@ -124,15 +131,28 @@ def replica_deployment(
     return out
 
 
+def shared_config(dra_form: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The config of the shared GPUs' claims in a plan's ``dra`` form (``alternatives/dra.yaml``): how the
+    plan chose to share them; empty for time-slicing, which needs none."""
+    for obj in dra_form:
+        if obj.get("kind") == "ResourceClaim":
+            return [
+                copy.deepcopy(dict(c))
+                for c in ((obj.get("spec") or {}).get("devices") or {}).get("config") or ()
+            ]
+    return []
+
+
 def pinned_dra_objects(
     plan: PlacementPlan,
     manifests: Sequence[Mapping[str, Any]],
     published: Mapping[str, tuple[str, str]],
+    config: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The objects to apply for ``--gpu-api dra``: per replica a claim for its planned devices and a
     one-pod Deployment, then the plan's other objects (Service, PodDisruptionBudget) unchanged. The
     replicas of a shared plan that the plan puts on one GPU reference one claim (a claim shared by pods
-    shares its device), with the driver's sharing config at the planned share.
+    shares its device), configured with ``config`` (:func:`shared_config` of the plan's ``dra`` form).
 
     ``published`` maps a planned inventory id to the (uuid, kind) its ResourceSlice publishes; an id not
     published is an error that names it.
@@ -163,7 +183,8 @@ def pinned_dra_objects(
             raise InvalidInput("plan.placements", p.gpu_ids, "mixes whole GPUs and MIG slices", "")
         uuids = [published[g][0] for g in p.gpu_ids]
         if plan.chosen.kind != "shared" or p.gpu_ids not in shared:
-            out.append(resource_claim(plan, p.replica, uuids, kind=kinds.pop(), labels=labels))
+            claim = resource_claim(plan, p.replica, uuids, kind=kinds.pop(), labels=labels, config=config)
+            out.append(claim)
             shared[p.gpu_ids] = out[-1]["metadata"]["name"]
         out.append(replica_deployment(deployment, plan, p.replica, p.node, shared[p.gpu_ids]))
     out += [copy.deepcopy(dict(m)) for m in manifests if m.get("kind") != "Deployment"]

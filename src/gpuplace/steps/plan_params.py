@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.params import REQUIRED, Param, defaults, parse
-from gpuplace.types.plan import DEFAULT_FIT_THRESHOLD, DEFAULT_MAX_LOAD_SHARE, KINDS, MARGINS, Slo
+from gpuplace.types.plan import (
+    DEFAULT_FIT_THRESHOLD,
+    DEFAULT_MAX_LOAD_SHARE,
+    KINDS,
+    MARGINS,
+    Slo,
+)
 from gpuplace.types.precision import Precision
 from gpuplace.types.workload import Traffic
 
@@ -34,6 +40,14 @@ INPUTS: tuple[Param, ...] = (
         "profile Parquet written by `gpuplace profile`: calibrates its own GPU model (default: "
         "GPU-class efficiency defaults for every GPU)",
         component=False,  # the component's profile is an artifact
+    ),
+    Param(
+        "operators",
+        str,
+        "",
+        "operator table written by `gpuplace profile --operators` on one GPU: its measured kernels price "
+        "that GPU class instead of its defaults (the others keep theirs)",
+        component=False,  # the component's table is an artifact
     ),
     Param(
         "inventory",
@@ -97,9 +111,10 @@ SHAPES_AND_COST: tuple[Param, ...] = (
     Param(
         "max_load_share",
         float,
-        DEFAULT_MAX_LOAD_SHARE,
-        "--inventory local: plan at most this share of the local engine's measured capacity "
-        "(it admits without a cap and collapsed above it; docs/placement.md)",
+        None,
+        "--inventory local: plan at most this share of the local engine's measured capacity (default: "
+        f"{DEFAULT_MAX_LOAD_SHARE} on a CPU, where it admits without a cap and collapsed above it, 1 on a "
+        "GPU, where no collapse was measured; docs/placement.md)",
         component=False,
     ),
     Param(
@@ -149,6 +164,15 @@ FORMS: tuple[Param, ...] = (
         str,
         "",
         "the target cluster's Kubernetes version, for the DRA API the claims need (default 1.35)",
+        component=False,
+    ),
+    Param(
+        "gpu_sharing",
+        str,
+        "time-slicing",
+        "dra: how replicas the plan puts on one GPU share it: time-slicing (the driver's default, as "
+        "priced; no feature gate), mps (the driver's MPSSupport gate) or consumable-capacity (a claim per "
+        "replica for its share of the GPU's memory: the driver's ConsumableShares gate, Kubernetes 1.36+)",
         component=False,
     ),
     Param(
@@ -226,8 +250,8 @@ def serving_options(params: Mapping[str, Any]) -> ServingOptions:
 
 
 def emit_options(params: Mapping[str, Any]) -> EmitOptions:
-    """The forms to write and the target's Kubernetes version, from :data:`PARAMS` by name (``emit`` a
-    comma list, "" = the default forms)."""
+    """The forms to write, the target's Kubernetes version and how a shared GPU is shared there, from
+    :data:`PARAMS` by name (``emit`` a comma list, "" = the default forms)."""
     from gpuplace.manifests import EmitOptions
     from gpuplace.manifests.forms import DEFAULT_KUBE_VERSION, parse_forms
 
@@ -237,6 +261,7 @@ def emit_options(params: Mapping[str, Any]) -> EmitOptions:
         explicit=bool(p["emit"]),
         kube_version=p["kube_version"] or DEFAULT_KUBE_VERSION,
         router=not p["no_router"],
+        sharing=p["gpu_sharing"] or "time-slicing",
     )
 
 

@@ -23,13 +23,15 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from gpuplace.errors import GpuplaceError
 from gpuplace.testenv import binaries
-from gpuplace.testenv.certs import PkiFiles, make_pki
+
+if TYPE_CHECKING:  # certs needs cryptography, which a bare GPU machine's pytest (this plugin) lacks
+    from gpuplace.testenv.certs import PkiFiles
 
 START_ORDER: tuple[str, ...] = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 SERVICE_CIDR = "10.0.0.0/24"
@@ -453,6 +455,8 @@ class ControlPlane:
         _wipe(state_dir)
         cp = cls(state_dir=state_dir, started_at=time.time(), pod_gateway=pod_gateway)
         cp.log_dir.mkdir(parents=True)
+        from gpuplace.testenv.certs import make_pki
+
         pki = make_pki(state_dir / "pki", ips=(pod_gateway,) if pod_gateway else ())
         cp.ports = {n: free_port() for n in (*START_ORDER, "etcd-peer")}
         write_kubeconfig(cp.kubeconfig, cp.server, pki)

@@ -2,19 +2,25 @@
 driver would publish, so the real kube-scheduler allocates GPUs to ResourceClaims and KWOK runs the pods.
 
 Kubernetes 1.35 serves ``resource.k8s.io/v1`` and runs DRA (GA, locked on) with no flags. Each GPU node gets
-one slice, pool = node name, with the vocabulary of :mod:`gpuplace.dra`:
+one slice, pool = node name, with exactly the attributes the driver publishes (:data:`gpuplace.dra.PUBLISHED`,
+names, domains and types; tests/unit/test_dra.py holds every published device to that table), nothing of
+gpuplace's own:
 
-- a whole GPU is ``gpu-<index>`` (class ``gpu.nvidia.com``): ``type``, ``uuid``, ``index``, ``minor``,
-  ``productName``, ``brand``, ``architecture`` and ``cudaComputeCapability`` (from the catalog),
-  ``resource.kubernetes.io/pcieRoot`` (one root per PCIe switch of the fleet file),
-  ``resource.kubernetes.io/pciBusID``, ``resource.kubernetes.io/numaNode``, ``gpuplace.io/nvlinkDomain``
-  (GPUs of one NVLink island; absent without NVLink), capacity ``memory``;
+- a whole GPU is ``gpu-<index>`` (class ``gpu.nvidia.com``): ``type``, ``uuid``, ``productName``,
+  ``brand``, ``architecture`` and ``cudaComputeCapability`` (from the catalog), ``driverVersion`` and
+  ``cudaDriverVersion`` (:data:`DRIVER_VERSIONS`, one driver release for the whole fleet),
+  ``resource.kubernetes.io/pciBusID``, ``resource.kubernetes.io/pcieRoot`` (one root per PCIe switch of the
+  fleet file), ``resource.kubernetes.io/numaNode``; capacity ``memory``. ``addressingMode``, published only
+  on coherent-memory (Grace) systems, is not simulated;
 - a MIG slice is a device of its own (class ``mig.nvidia.com``, ``type: mig``, ``profile``,
-  ``parentIndex``, ``parentUUID``), and its GPU is not published whole, as the driver does for GPUs that
-  are MIG-enabled with a fixed layout. Dynamic MIG (partitionable devices with shared counters,
-  KEP-4815) is the alpha gate ``DRAPartitionableDevices`` in 1.35, off by default, and not used.
+  ``parentUUID``, its GPU's other attributes), and its GPU is not published whole, as the driver does for
+  GPUs that are MIG-enabled with a fixed layout; capacity ``memory`` (the profile's; the engine counts and
+  memory slices the driver adds are not simulated). Dynamic MIG (partitionable devices with shared
+  counters, KEP-4815) is the alpha gate ``DRAPartitionableDevices`` in 1.35, off by default, and not used.
 
-UUIDs are deterministic (uuid5 of the device id). Driver and CUDA versions are not simulated.
+The driver publishes no NVLink attribute, so neither does this: a claim keeps a tensor-parallel group in one
+node's NVLink island by its pool (the node), not by an attribute (gpuplace.manifests.dra_claims).
+UUIDs are deterministic (uuid5 of the device id).
 Devices the inventory marks as allocated (any share) are held by a ResourceClaim per node, selected by
 UUID, and a pause pod in ``gpuplace-system`` that the scheduler places, so its allocator sees them in use
 exactly as it would a running workload's. The device-plugin view (``nvidia.com/gpu`` on the Node) and the
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
 
 RESOURCE_API = "resource.k8s.io/v1"
 _UUID_NAMESPACE = uuid.UUID("5d1c9a4e-3f0b-4c1e-9a4b-6b7f2d0e8c11")
+# The driver's versions as it publishes them (semver of NVML's strings): R580 with CUDA 13.0
+DRIVER_VERSIONS = {d.DRIVER_VERSION: {"version": "580.95.5"}, d.CUDA_DRIVER_VERSION: {"version": "13.0.0"}}
 
 
 def device_classes() -> list[dict[str, Any]]:
@@ -85,13 +93,13 @@ def _catalog_facts(device: GpuDevice, catalog: GpuCatalog) -> dict[str, dict[str
         return {}
     major, _, minor = spec.compute_capability.partition(".")
     return {
-        "architecture": {"string": spec.architecture.capitalize()},
-        "cudaComputeCapability": {"version": f"{major}.{minor or 0}.0"},
+        d.ARCHITECTURE: {"string": spec.architecture.capitalize()},
+        d.CUDA_COMPUTE_CAPABILITY: {"version": f"{major}.{minor or 0}.0"},
     }
 
 
 def _device(
-    node: Node, g: GpuDevice, roots: Mapping[str, str], parents: Mapping[int, GpuDevice], catalog: GpuCatalog
+    g: GpuDevice, roots: Mapping[str, str], parents: Mapping[int, GpuDevice], catalog: GpuCatalog
 ) -> dict[str, Any]:
     root = roots[g.pcie_switch or f"gpu{g.index}"]
     domain = int(root[3:7], 16)
@@ -99,22 +107,17 @@ def _device(
         d.TYPE: {"string": "mig" if g.mig_profile else "gpu"},
         d.UUID: {"string": device_uuid(g)},
         d.PRODUCT_NAME: {"string": d.product_name(g)},
-        "brand": {"string": "Nvidia"},
+        d.BRAND: {"string": "Nvidia"},
         **_catalog_facts(g, catalog),
+        **DRIVER_VERSIONS,
         d.PCIE_ROOT: {"string": root},
         d.PCI_BUS_ID: {"string": f"{domain:04x}:{0x10 + g.index:02x}:00.0"},
         d.NUMA_NODE: {"int": g.numa_node},
     }
     if g.mig_profile:
         attrs[d.PROFILE] = {"string": g.mig_profile}
-        attrs[d.PARENT_INDEX] = {"int": g.index}
         parent = parents.get(g.index)
         attrs[d.PARENT_UUID] = {"string": device_uuid(parent) if parent else ""}
-    else:
-        attrs[d.INDEX] = {"int": g.index}
-        attrs[d.MINOR] = {"int": g.index}
-        if g.nvlink_island:
-            attrs[d.NVLINK_DOMAIN] = {"string": f"{node.name}-{g.nvlink_island}"[:64]}
     return {
         "name": d.device_name(g),
         "attributes": attrs,
@@ -136,9 +139,7 @@ def resource_slice(node: Node, catalog: GpuCatalog | None = None) -> dict[str, A
         g.index: GpuDevice(id=f"{node.name}/gpu{g.index}", index=g.index, gpu=g.gpu, product=g.product)
         for g in node.gpus
     }
-    devices = [
-        _device(node, g, roots, parents, catalog) for g in sorted(node.gpus, key=lambda g: (g.index, g.id))
-    ]
+    devices = [_device(g, roots, parents, catalog) for g in sorted(node.gpus, key=lambda g: (g.index, g.id))]
     return {
         "apiVersion": RESOURCE_API,
         "kind": "ResourceSlice",
