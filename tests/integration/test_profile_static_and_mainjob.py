@@ -48,18 +48,20 @@ def test_static_cache_decode_matches_eager_tokens() -> None:
     model = build_model(resolve_model("tiny"), torch.float32, torch.device("cpu"))
     ids = torch.randint(512, 1024, (2, 12))
     tokens = {}
-    for mode in ("eager", "static"):
+    for mode, compiled in (("eager", False), ("static", False), ("static", True)):
         runner = _Runner(model, torch.device("cpu"), mode, CpuClock())
-        runner._decode = runner._eager_decode  # compare the cache semantics, not the compiler
+        if not compiled:
+            runner._compiled = None  # the cache semantics alone, then the compiled step (fullgraph)
         cache = runner._cache(2, 20)
         with torch.inference_mode():
             tok = runner._prefill(ids, cache)
             seq = [tok]
-            for _ in range(5):
-                tok = runner._decode(tok, cache)
+            for i in range(5):
+                tok = runner._decode(tok, cache, torch.tensor([12 + i]))
                 seq.append(tok)
-        tokens[mode] = torch.cat(seq, dim=1)
-    assert torch.equal(tokens["eager"], tokens["static"])
+        tokens[mode, compiled] = torch.cat(seq, dim=1)
+    assert torch.equal(tokens["eager", False], tokens["static", False])
+    assert torch.equal(tokens["eager", False], tokens["static", True])
 
 
 @pytest.fixture(scope="module")
@@ -136,38 +138,43 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
     assert {"ttft_p50_error_ratio", "tpot_p50_error_ratio", "ttft_p99_error_ratio"} <= set(path.data.metrics)
 
 
+@pytest.mark.measure  # an A/A verdict on live timings: run alone (conftest.py)
 def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server) -> None:  # type: ignore[no-untyped-def]
-    """`gpuplace run --compare --repeats 2`: each path is deployed and load-tested twice (the pipeline's
-    loop of runs), and the verdict pools both runs: its interval resamples the runs and their requests,
-    and the CLI, the report, the KFP Metrics output and MLflow say the same sentence."""
+    """`gpuplace run --compare` (3 repeats by default), an A/A test: both paths serve the same local engine,
+    each deployed and load-tested three times, the runs interleaved (the pipeline's loop of runs), so the
+    verdict, its interval from the runs with the machine's drift over them removed, is "No difference
+    beyond noise"; the CLI, the report, the KFP Metrics output and MLflow say the same sentence."""
     import json
+
+    from gpuplace.compare.noise import RUNS
 
     before = {r.info.run_id for r in _runs(mlflow_server.uri)}  # the server is shared by the module's tests
     argv = ["run", "--compare", "--workdir", str(tmp_path / "runs"), "--device", "cpu", "--max-requests", "4"]
-    assert main([*argv, "--repeats", "2", "--mlflow-uri", mlflow_server.uri]) == 0
+    assert main([*argv, "--mlflow-uri", mlflow_server.uri]) == 0
     out = capsys.readouterr().out
-    # the verdict with its noise: a winner beyond it, or "no difference beyond noise", with the interval
     (verdict,) = [line for line in out.splitlines() if line.startswith("comparison        ")]
-    assert "orchestration_comparison" in out and "interval" in verdict and "noise" in verdict
-    assert "over 2 runs per path" in verdict
-    assert {"native #1", "native #2", "kubeflow #1", "kubeflow #2"} <= {
+    assert "orchestration_comparison" in out
+    assert verdict.removeprefix("comparison").strip().startswith("No difference beyond noise"), verdict
+    assert "over 3 runs per path" in verdict and "linear drift of the machine removed" in verdict
+    assert {"native #1", "native #3", "kubeflow #1", "kubeflow #3"} <= {
         line[:11].strip() for line in out.splitlines()
     }
     run_dir = next((tmp_path / "runs").iterdir())
-    # two deployments and two load tests per path, one per iteration of the loop
-    assert len(list(run_dir.rglob("*-iteration-*/load-test/report"))) == 2
-    assert len(list(run_dir.rglob("*-iteration-*/serve-and-load-test/report"))) == 2
+    # three deployments and three load tests per path, one per iteration of the loop
+    assert len(list(run_dir.rglob("*-iteration-*/load-test/report"))) == 3
+    assert len(list(run_dir.rglob("*-iteration-*/serve-and-load-test/report"))) == 3
     comparison = json.loads(next(run_dir.rglob("compare-paths/comparison")).read_text())
     assert [p["path"] for p in comparison["paths"]] == ["native", "kubeflow"]
-    assert comparison["score"]["runs"] == {"native": 2, "kubeflow": 2}
+    assert comparison["score"]["runs"] == {"native": 3, "kubeflow": 3}
     assert comparison["score"]["interval_method"]["tpot_p99"] == "bootstrap over runs and requests"
+    assert comparison["score"]["margin_method"] == RUNS and not comparison["score"]["winner"]
     # the native figure pools both runs' requests: its p99 TPOT is that of the two runs' records together
     import numpy as np
 
     from gpuplace.loadtest.io import read_records
 
     records = [r for f in sorted(run_dir.rglob("*-iteration-*/load-test/records")) for r in read_records(f)]
-    assert len(records) == 8
+    assert len(records) == 12
     tpot = [r.tpot_s for r in records if r.success and not np.isnan(r.tpot_s)]
     from gpuplace.steps.compare import read_comparison
 
@@ -179,7 +186,7 @@ def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server)
     assert said in report.replace("**", "")
     metrics = json.loads(next(run_dir.rglob("compare-paths/executor_output.json")).read_text())
     kfp_metrics = metrics["artifacts"]["metrics"]["artifacts"][0]["metadata"]
-    assert kfp_metrics["native_load_test_runs"] == 2 and kfp_metrics["kubeflow_load_test_runs"] == 2
+    assert kfp_metrics["native_load_test_runs"] == 3 and kfp_metrics["kubeflow_load_test_runs"] == 3
     assert {"score_margin_ci_low", "score_margin_ci_high", "beyond_noise"} <= set(kfp_metrics)
     assert metrics["artifacts"]["comparison"]["artifacts"][0]["metadata"]["verdict"] == said
     runs = [r for r in _runs(mlflow_server.uri) if r.info.run_id not in before]
@@ -187,8 +194,8 @@ def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert {"native", "kubeflow"} <= {r.data.tags.get("gpuplace.path") for r in children}
     assert parent.data.tags["gpuplace.verdict"] == said
-    assert parent.data.params["runs.native"] == parent.data.params["runs.kubeflow"] == "2"
-    assert parent.data.metrics["native.load_test_runs"] == 2
+    assert parent.data.params["runs.native"] == parent.data.params["runs.kubeflow"] == "3"
+    assert parent.data.metrics["native.load_test_runs"] == 3
     assert {"score.margin_ci_low", "score.margin_ci_high"} <= set(parent.data.metrics)
 
 
@@ -259,6 +266,7 @@ def test_main_job_compares_both_paths_on_the_testenv(
     by the KWOK stand-in's local engine, with one serving spec."""
     import json
 
+    from gpuplace.jobs.outputs import path_outputs
     from gpuplace.profiling.device import local_unit
     from gpuplace.types import DeploymentRecord
 
@@ -284,24 +292,34 @@ def test_main_job_compares_both_paths_on_the_testenv(
     ]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("native ", "kubeflow "))}
     run_dir = next((tmp_path / "runs").iterdir())
-    records = {
-        path: DeploymentRecord.from_json_dict(
-            json.loads(next(run_dir.rglob(f"{task}/deployment")).read_text())
-        )
-        for path, task in (("native", "deploy-inference"), ("kubeflow", "serve-and-load-test"))
+    outputs = next(run_dir.rglob("compare-paths")).parent
+    runs = path_outputs(outputs)  # with --repeats, "native #1", "kubeflow #1", ... one per run
+    assert {label.split(" #")[0] for label, _, _ in runs} == {"native", "kubeflow"}
+    lines = {
+        label: next(line for line in out.splitlines() if line.startswith(f"{label} ")) for label, _, _ in runs
     }
-    native, kubeflow = records["native"], records["kubeflow"]
-    assert native.serving == kubeflow.serving  # one spec, so the verdict stands
-    (npod,), (kpod,) = native.pods, kubeflow.pods
-    assert native.gpu_api == "dra" and npod.gpu_ids == npod.planned_gpu_ids and npod.gpu_ids
-    assert kubeflow.gpu_api == "device-plugin" and kpod.gpu_ids == () and kpod.placement_level == "node"
-    assert npod.node == kpod.node == npod.planned_node
-    assert npod.gpu_ids[0] in lines["native"] and "(node level)" in lines["kubeflow"]
-    for path, record in records.items():
+    for label, dep_file, _ in runs:
+        assert dep_file is not None, f"{label}: no deployment record"
+        record = DeploymentRecord.from_json_dict(json.loads(dep_file.read_text()))
         assert record.runtime.startswith("local stand-in") and record.served_on == local_unit()
-        assert f"{record.provisioning().max:.2f}" in lines[path]
+        # each run's line carries its own record's provisioning time, not another repeat's
+        assert f"{record.provisioning().max:.2f}" in lines[label], (label, lines[label])
+        (pod,) = record.pods
+        if label.startswith("native"):
+            assert record.gpu_api == "dra" and pod.gpu_ids == pod.planned_gpu_ids and pod.gpu_ids
+            assert pod.gpu_ids[0] in lines[label] and pod.node == pod.planned_node
+        else:
+            assert record.gpu_api == "device-plugin" and pod.gpu_ids == () and pod.placement_level == "node"
+            assert "(node level)" in lines[label]
+    first = {
+        label.split(" #")[0]: DeploymentRecord.from_json_dict(json.loads(dep.read_text()))
+        for label, dep, _ in reversed(runs)
+        if dep is not None
+    }
+    native, kubeflow = first["native"], first["kubeflow"]
+    assert native.serving == kubeflow.serving  # one spec, so the verdict stands
+    assert native.pods[0].node == kubeflow.pods[0].node
     (verdict,) = [line for line in out.splitlines() if line.startswith("comparison        ")]
     assert "interval" in verdict and "noise" in verdict and "not scored: fragmentation" in out
     comparison = json.loads(next(run_dir.rglob("compare-paths/comparison")).read_text())

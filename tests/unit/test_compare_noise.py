@@ -83,9 +83,16 @@ def test_two_paths_from_one_distribution_tie() -> None:
 
 
 def test_two_paths_twice_apart_do_not_tie() -> None:
+    """2× apart is beyond the requests' noise, but one run per path cannot tell the paths from a machine
+    that changed between the runs: no winner is named, and the verdict says why and what to do."""
     c = _compare(_result("native", _records(1, 1.0)), _result("kubeflow", _records(2, 2.0)))
     s = c.score
-    assert s.beyond_noise and s.winner == "native" and s.leader == "native"
+    assert not s.beyond_noise and s.winner == "" and s.leader == "native"
+    assert s.cannot_conclude.startswith("1 run per path") and s.margin_method == REQUESTS
+    from gpuplace.report.render import verdict_line
+
+    line = verdict_line(c)
+    assert line.startswith("**Cannot conclude**: native is ahead") and "--repeats 3" in line
     low, high = s.margin_interval
     assert 0.0 < low <= s.margin <= high
     assert "tpot_p99" not in s.tied and "ttft_p99" not in s.tied
@@ -138,7 +145,8 @@ def test_repeats_widen_the_interval_with_the_run_to_run_variation() -> None:
     native = _result("native", _records(1, 1.0))
     kubeflow = _result("kubeflow", _records(2, 1.3))
     once = _compare(native, kubeflow)
-    assert once.score.winner == "native"  # one run each: 1.3× apart is beyond the requests' noise
+    # one run each: 1.3× apart is beyond the requests' noise, but one run cannot tell it from drift
+    assert once.score.leader == "native" and once.score.cannot_conclude and not once.score.winner
     repeats = {
         "native": [_result("native", _records(3, 1.6))],
         "kubeflow": [_result("kubeflow", _records(4, 1.0))],
@@ -175,7 +183,8 @@ def test_the_noise_reads_back_from_json() -> None:
     back = Comparison.from_json_dict(c.to_json_dict()).score
     assert back.margin_interval == pytest.approx(c.score.margin_interval)
     assert back.intervals["tpot_p99"]["kubeflow"] == pytest.approx(c.score.intervals["tpot_p99"]["kubeflow"])
-    assert back.tied == c.score.tied and back.beyond_noise and back.leader == "native"
+    assert back.tied == c.score.tied and back.leader == "native" and not back.beyond_noise
+    assert back.cannot_conclude == c.score.cannot_conclude != "" and back.margin_method == REQUESTS
 
 
 def test_percentile_interval_and_overlap() -> None:
@@ -201,4 +210,5 @@ def test_a_tied_criterion_stays_tied_in_the_resamples() -> None:
     s = compare_paths([native, kubeflow], weights={"ttft_p99": 0.9, "tpot_p99": 0.1}, resamples=400).score
     assert "ttft_p99" in s.tied and "tpot_p99" not in s.tied
     low, high = s.margin_interval
-    assert s.leader == s.winner == "kubeflow" and 0.0 < low <= s.margin <= high
+    # one run per path: kubeflow leads beyond the requests' noise, but no winner is named from one run
+    assert s.leader == "kubeflow" and s.cannot_conclude and 0.0 < low <= s.margin <= high

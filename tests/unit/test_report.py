@@ -110,6 +110,33 @@ def test_plots_draw_only_what_informs_and_label_every_series(compared: tuple[Pat
         close_figures({**figures, "curve": curve})
 
 
+@pytest.mark.parametrize(
+    ("rates", "curve"),
+    [
+        ((3.494, 3.496), False),  # one rate: rounded to 0.01 they were 3.49 and 3.5, drawn as two
+        ((3.4949, 3.5049), False),  # within 1% across a rounding boundary
+        ((1.0, 1.009, 1.018), True),  # 1% steps do not chain into one rate
+        ((2.0, 4.0), True),
+    ],
+)
+def test_the_rate_plot_counts_rates_that_differ_by_noise_as_one(
+    rates: tuple[float, ...], curve: bool
+) -> None:
+    """issue 33: two closed-loop runs at 3.494 and 3.496 req/s were drawn as a curve of two rates."""
+    from dataclasses import replace
+
+    from gpuplace.report.plots import close_figures, tpot_vs_rate
+    from tests.support.reports import latency_report
+
+    reports = [replace(latency_report([0.1], [0.01]), workload={"rate_rps": r}) for r in rates]
+    fig = tpot_vs_rate({"native": reports[:1], "kubeflow": reports[1:]})
+    try:
+        assert (fig is not None) is curve
+    finally:
+        if fig is not None:
+            close_figures({"curve": fig})
+
+
 def test_each_metric_row_names_the_criterion_that_scores_its_field() -> None:
     from gpuplace.compare.score import CRITERIA
     from gpuplace.report.render import _ROWS

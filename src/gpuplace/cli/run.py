@@ -21,7 +21,7 @@ class RunCommand(Command):
         "task fails the run (exit status 1): no request served, pods off their plan, or two paths that\n"
         "ran different serving specs."
     )
-    epilog = "example: gpuplace run --compare --repeats 2"
+    epilog = "example: gpuplace run --compare --repeats 4"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--workdir", default=".gpuplace/runs", help="where run directories go")
@@ -62,9 +62,10 @@ class RunCommand(Command):
         p.add_argument(
             "--repeats",
             type=int,
-            default=1,
-            help="with --compare: deploy and load-test each path N times, one run after the other; the "
-            "verdict's interval then resamples the runs as well as their requests (default 1)",
+            default=3,
+            help="with --compare: deploy and load-test each path N times, the paths' runs interleaved "
+            "(kubeflow, native, kubeflow, ...); the verdict's interval comes from the runs, a linear drift "
+            "of the machine over them removed, and fewer than 3 cannot name a winner (default 3)",
         )
         p.add_argument("--target", default="local", choices=["local", "kubernetes"], help="serving target")
         p.add_argument("--kubeconfig", default="", help="the cluster for --target kubernetes")

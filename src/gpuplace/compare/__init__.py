@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.compare.metrics import FragmentationFn, PathResult, path_metrics, provisioning_s
-from gpuplace.compare.noise import RESAMPLES, MeasuredRun, path_replicates, pooled
+from gpuplace.compare.noise import RESAMPLES, MeasuredRun, path_replicates, pooled, run_figures, run_slots
 from gpuplace.compare.roi import roi
 from gpuplace.compare.score import CRITERIA, DEFAULT_WEIGHTS, parse_assessed, parse_weights, score
 from gpuplace.errors import CheckFailed, InvalidInput, UnknownName
@@ -117,13 +117,20 @@ def compare_paths(
         )
         for r in results
     )
-    metrics, replicates, runs = _resampled(results, metrics, repeats or {}, penalty_usd_per_breach, resamples)
+    metrics, replicates, runs, each_run = _resampled(
+        results, metrics, repeats or {}, penalty_usd_per_breach, resamples
+    )
+    started = {
+        r.path: [x.report.started_at_s for x in (r, *(repeats or {}).get(r.path, ()))] for r in results
+    }
     card = score(
         metrics,
         weights if weights is not None else DEFAULT_WEIGHTS,
         assessed,
         replicates=replicates,
         runs=runs,
+        run_figures=each_run,
+        run_slots=run_slots(started),
     )
     roi_view = None
     if engineering_weeks > 0 or saved_usd_per_quarter is not None:
@@ -173,8 +180,14 @@ def _resampled(
     repeats: Mapping[str, Sequence[PathResult]],
     penalty_usd_per_breach: float,
     resamples: int,
-) -> tuple[tuple[PathMetrics, ...], dict[str, list[dict[str, float]]] | None, dict[str, int]]:
-    """Each path's figures pooled over its runs, and their bootstrap replicates (None without records)."""
+) -> tuple[
+    tuple[PathMetrics, ...],
+    dict[str, list[dict[str, float]]] | None,
+    dict[str, int],
+    dict[str, list[dict[str, float]]] | None,
+]:
+    """Each path's figures pooled over its runs, their bootstrap replicates, the runs per path, and each
+    run's own figures (None without records)."""
     for path, more in repeats.items():
         if path not in {r.path for r in results}:
             raise UnknownName("repeats", path, [r.path for r in results])
@@ -186,8 +199,8 @@ def _resampled(
                 "Give its load-test folder",
             )
     if not all(r.records for r in results):
-        return metrics, None, {}
-    out, replicates, runs = [], {}, {}
+        return metrics, None, {}, None
+    out, replicates, runs, each_run = [], {}, {}, {}
     for r, m in zip(results, metrics, strict=True):
         measured = [
             MeasuredRun(x.report, x.records, provisioning_s(x.deployment))
@@ -197,5 +210,6 @@ def _resampled(
             m, measured, penalty_usd_per_breach=penalty_usd_per_breach, resamples=resamples
         )
         runs[r.path] = len(measured)
+        each_run[r.path] = run_figures(m, measured, penalty_usd_per_breach=penalty_usd_per_breach)
         out.append(pooled(m, measured, point) if len(measured) > 1 else m)
-    return tuple(out), replicates, runs
+    return tuple(out), replicates, runs, each_run

@@ -28,7 +28,7 @@ from gpuplace.compare.metrics import (
     sla_breaches_per_month,
 )
 from gpuplace.types import Distribution
-from gpuplace.types.compare import PathMetrics
+from gpuplace.types.compare import MARGIN_OVER_RUNS, PathMetrics
 from gpuplace.types.loadtest import LatencyReport, RequestResult
 
 RESAMPLES = 1000
@@ -40,6 +40,13 @@ REQUESTS = "bootstrap over requests"
 REPEATS = "bootstrap over runs and requests"
 FIXED = "no sampling noise (computed from the measured placement)"
 ONCE = "measured once: no interval (repeat the run to get one)"
+# How the margin's interval was obtained with at least MIN_RUNS runs per path (score.py): every run scored
+# on its own, the leader's advantage estimated from the runs in the order they ran with a linear drift
+# of the machine over that order removed (least squares), and a t-interval on the runs' residuals.
+RUNS = MARGIN_OVER_RUNS
+# Runs per path a verdict needs: with fewer, a change of the machine between the runs cannot be told
+# from a difference of the paths, so no path is named the winner.
+MIN_RUNS = 3
 
 # The PathMetrics fields a resample recomputes; every other field keeps its measured value.
 RESAMPLED_FIELDS = (
@@ -214,3 +221,83 @@ def method_of(field: str, runs: int, resampled: Mapping[str, object]) -> str:
     if field == "provisioning_s":
         return REPEATS if runs > 1 and field in resampled else ONCE
     return FIXED
+
+
+def run_figures(
+    base: PathMetrics, runs: Sequence[MeasuredRun], *, penalty_usd_per_breach: float
+) -> list[dict[str, float]]:
+    """Each run's own figures (every request of that run alone, and its provisioning), in run order."""
+    rate = runs[0].report.slo.rate_rps if runs else None
+    if rate is None:
+        rate = base.request_throughput_rps
+    out = []
+    for run in runs:
+        a = _arrays(run)
+        figures = _figures(base, [(a, np.arange(a.ok.size))], rate, penalty_usd_per_breach)
+        figures["provisioning_s"] = run.provisioning_s
+        out.append(figures)
+    return out
+
+
+def run_slots(started: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
+    """Where each path's runs fall in time: their rank among every run's start (path → one slot per run).
+    Without a start for every run (hand-made reports), run i of every path gets slot i: the paths'
+    runs are taken as paired, one pair after the other."""
+    if all(math.isfinite(t) for ts in started.values() for t in ts):
+        order = sorted((t, p, i) for p, ts in started.items() for i, t in enumerate(ts))
+        slots: dict[str, list[float]] = {p: [math.nan] * len(ts) for p, ts in started.items()}
+        for rank, (_, p, i) in enumerate(order):
+            slots[p][i] = float(rank)
+        return slots
+    return {p: [float(i) for i in range(len(ts))] for p, ts in started.items()}
+
+
+def t_quantile(p: float, dof: int) -> float:
+    """The ``p`` quantile (p > 0.5) of Student's t with ``dof`` degrees of freedom, by bisection on its
+    closed-form CDF for a whole number of degrees (Abramowitz & Stegun 26.7.3–4)."""
+
+    def central(t: float) -> float:  # P(|T| < t)
+        theta = math.atan(t / math.sqrt(dof))
+        c2, s = math.cos(theta) ** 2, math.sin(theta)
+        if dof % 2:
+            term, total = math.cos(theta), 0.0
+            for k in range(1, (dof - 1) // 2 + 1):
+                total += term
+                term *= c2 * (2 * k) / (2 * k + 1)
+            return 2 / math.pi * (theta + s * total) if dof > 1 else 2 * theta / math.pi
+        term, total = 1.0, 0.0
+        for k in range(1, dof // 2 + 1):
+            total += term
+            term *= c2 * (2 * k - 1) / (2 * k)
+        return s * total
+
+    target = 2 * p - 1
+    low, high = 0.0, 1.0
+    while central(high) < target:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if central(mid) < target else (low, mid)
+    return (low + high) / 2
+
+
+def drift_adjusted_difference(
+    values: Sequence[float], slots: Sequence[float], leader: Sequence[bool], confidence: float = CONFIDENCE
+) -> tuple[float, float, float]:
+    """(estimate, low, high) of the leader's advantage over the other path in runs' ``values``, fitting
+    value = a + b·slot + δ·leader by least squares: a drift of the machine that is linear in the runs'
+    order is removed, and one that is not is left in the residuals, so it widens the t-interval of δ
+    (n runs − 3 degrees of freedom) instead of deciding it. NaN when fewer than 4 runs have a value."""
+    v, x, d = (np.asarray(a, dtype=float) for a in (values, slots, leader))
+    keep = ~np.isnan(v)
+    v, x, d = v[keep], x[keep], d[keep]
+    design = np.column_stack([np.ones_like(x), x, d])
+    dof = v.size - 3
+    if dof < 1 or np.linalg.matrix_rank(design) < 3:
+        return math.nan, math.nan, math.nan
+    coef, *_ = np.linalg.lstsq(design, v, rcond=None)
+    residual = v - design @ coef
+    sigma2 = float(residual @ residual) / dof
+    se = math.sqrt(sigma2 * float(np.linalg.inv(design.T @ design)[2, 2]))
+    half = t_quantile((1 + confidence) / 2, dof) * se
+    return float(coef[2]), float(coef[2] - half), float(coef[2] + half)

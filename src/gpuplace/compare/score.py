@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuplace.compare import noise
+from gpuplace.compare.runs import margin_over_runs, retie
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.types.compare import Flip, PathMetrics, ScoreCard
 
@@ -249,6 +250,8 @@ def score(
     replicates: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
     runs: Mapping[str, int] | None = None,
     confidence: float = noise.CONFIDENCE,
+    run_figures: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
+    run_slots: Mapping[str, Sequence[float]] | None = None,
 ) -> ScoreCard:
     """Normalise every criterion, weigh, rank, and find the weight changes that flip the verdict.
 
@@ -258,7 +261,12 @@ def score(
     weighted criterion is unknown the score is an error.
 
     ``replicates`` (path → resampled figure sets, :func:`gpuplace.compare.noise.path_replicates`) for every
-    path turns on the noise-aware verdict; ``runs`` says how many runs each path pooled (repeats).
+    path turns on the noise-aware verdict; ``runs`` says how many runs each path pooled (repeats). With
+    at least :data:`~gpuplace.compare.noise.MIN_RUNS` runs per path, ``run_figures`` (path → each run's own
+    figures, :func:`~gpuplace.compare.noise.run_figures`) and ``run_slots`` (path → each run's place in
+    time, :func:`~gpuplace.compare.noise.run_slots`), the margin's interval comes from the runs, a linear
+    drift over their order removed (:func:`_over_runs`); with fewer runs no path is named the winner,
+    because a change of the machine between the runs cannot be told from a difference of the paths.
     """
     assessed = assessed or {}
     if len(metrics) < 2:
@@ -302,6 +310,11 @@ def score(
     if noisy:
         assert replicates is not None
         extra = _noise(metrics, used, normalised, raw, replicates, runs or {}, confidence)
+        over_runs = min((runs or {}).get(p, 1) for p in paths) >= noise.MIN_RUNS
+        if over_runs and run_figures is not None and run_slots is not None:
+            extra["normalised"], extra["tied"] = retie(
+                CRITERIA, normalised, extra, run_figures, run_slots, confidence
+            )
         normalised = extra.pop("normalised")  # type: ignore[assignment]
     totals = _totals(used, normalised)
     winner, runner_up, margin = _verdict(totals)
@@ -312,8 +325,22 @@ def score(
         signed: list[dict[str, float]] = extra.pop("signed")  # type: ignore[assignment]
         diffs = [t[leader] - max(v for p, v in t.items() if p != leader) for t in signed]
         low, high = noise.percentile_interval(diffs, confidence)
+        fewest = min((runs or {}).get(p, 1) for p in paths)
+        method = noise.REPEATS if fewest > 1 else noise.REQUESTS
+        if fewest >= noise.MIN_RUNS and run_figures is not None and run_slots is not None:
+            low, high = margin_over_runs(
+                CRITERIA, used, normalised, extra, raw, totals, leader, run_figures, run_slots, confidence
+            )
+            method = noise.RUNS
+        elif margin > 0 and low > 0:
+            extra["cannot_conclude"] = (
+                f"{fewest} run{'s' if fewest > 1 else ''} per path: a change of the machine between the runs "
+                f"cannot be told from a difference of the paths (a verdict needs {noise.MIN_RUNS} "
+                "interleaved runs per path)"
+            )
         extra["margin_interval"] = (low, high)
-        if not (margin > 0 and low > 0):
+        extra["margin_method"] = method
+        if not (margin > 0 and low > 0) or extra.get("cannot_conclude"):
             winner = ""
     base = totals[runner_up] if runner_up else math.nan
     return ScoreCard(

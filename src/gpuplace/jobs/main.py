@@ -43,6 +43,8 @@ from gpuplace.units import ms
 
 RUNNER_LOG = "runner.log"  # in the run directory: the runner's and the tasks' own output
 DEFAULT_FLEET = "mixed-a100-h100-l4"  # the fleet a local run also plans, as a prediction for its GPUs
+# runs of each path with --compare, interleaved: the fewest a verdict names a winner from (compare.noise)
+DEFAULT_REPEATS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,7 @@ class MainJobConfig:
     max_requests: int = 120
     trace: str = ""
     compare: bool = False
-    repeats: int = 1  # with compare: runs of each path, pooled by the verdict's bootstrap
+    repeats: int = DEFAULT_REPEATS  # with compare: interleaved runs of each path
     target: str = "local"  # or "kubernetes": deploy to the cluster of `kubeconfig`
     kubeconfig: str = ""
     namespace: str = "default"
@@ -140,7 +142,7 @@ def check_config(config: MainJobConfig) -> str:
         raise InvalidInput(
             "kubeconfig", config.kubeconfig, "no such file", "Give --kubeconfig for --target kubernetes"
         )
-    if config.repeats != 1 and not config.compare:
+    if config.repeats != DEFAULT_REPEATS and not config.compare:
         raise InvalidInput("repeats", config.repeats, "repeats the comparison's runs", "Add --compare")
     repeat_runs(config.repeats)  # a bad count fails here, before anything runs
     if config.trace and not Path(config.trace).is_file():

@@ -37,6 +37,17 @@ def pipeline_names() -> tuple[str, ...]:
     return tuple(sorted(p.parent.name for p in pipelines_dir().glob("*/pipeline.py")))
 
 
+def pipeline_names_for_help() -> str:
+    """The pipeline names for a command's help, or where they are when ``gpuplace.pipelines`` is not
+    importable: a run from the source tree (``PYTHONPATH=src``, as tests/gpu/run.sh runs on a bare GPU
+    machine) has no ``gpuplace.pipelines``, which setup.py maps from the repository root. Building the
+    help of ``compile`` and ``submit`` must not stop every other command there."""
+    try:
+        return ", ".join(pipeline_names())
+    except ModuleNotFoundError:
+        return "the pipelines of an installed gpuplace (pip install -e .[pipelines])"
+
+
 def load_pipeline(name: str) -> Any:
     if name not in pipeline_names():
         raise UnknownName("pipeline", name, pipeline_names())

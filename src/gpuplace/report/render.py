@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpuplace.types.compare import Comparison, PathMetrics, ScoreCard
+from gpuplace.types.compare import MARGIN_OVER_RUNS, Comparison, PathMetrics, ScoreCard
 
 
 def _f(value: float, digits: int = 2, scale: float = 1.0) -> str:
@@ -80,14 +80,30 @@ def _interval(s: ScoreCard) -> str:
     return f"{s.confidence:.0%} interval [{low:+.3f}, {high:+.3f}]{over}"
 
 
+def _how(s: ScoreCard) -> str:
+    """How the margin's interval was obtained, in words."""
+    if s.margin_method == MARGIN_OVER_RUNS:
+        return "t-interval over the runs in the order they ran, a linear drift of the machine removed"
+    what = "runs and their requests" if runs_text(s) else "requests"
+    return f"{s.resamples} bootstrap resamples of the {what}"
+
+
 def verdict_line(c: Comparison) -> str:
     """The verdict in one Markdown line; the CLI, the report, KFP and MLflow all show this sentence."""
     s = c.score
+    if s.cannot_conclude:
+        return (
+            f"**Cannot conclude**: {s.leader} is ahead by {s.margin:.3f} points and the {_interval(s)} of "
+            f"its margin excludes zero ({_how(s)}), but with {s.cannot_conclude}. Repeat the runs: gpuplace "
+            "run --compare --repeats 3."
+        )
     if s.noise_assessed and not s.winner:
         other = s.runner_up or next((p for p in s.totals if p != s.leader), "")
         why = (
             f"{s.leader} is ahead by {s.margin:.3f} points, but"
             if s.margin > 0
+            else "the paths score alike once criteria whose runs do not tell them apart are tied, and"
+            if s.margin_method == MARGIN_OVER_RUNS
             else "the paths score alike once criteria whose intervals overlap are tied, and"
         )
         where = (
@@ -97,8 +113,7 @@ def verdict_line(c: Comparison) -> str:
         )
         return (
             f"**No difference beyond noise**: {why} the {_interval(s)} of {s.leader}'s margin over {other} "
-            f"{where} ({s.resamples} bootstrap resamples of the "
-            f"{'runs and their requests' if runs_text(s) else 'requests'})."
+            f"{where} ({_how(s)})."
         )
     if not s.winner:
         totals = ", ".join(f"{p} {v:.3f}" for p, v in s.totals.items())
@@ -108,7 +123,7 @@ def verdict_line(c: Comparison) -> str:
         f"(margin {s.margin:.3f} points, {_f(s.relative_margin * 100, 1)}% of the runner-up's score"
     )
     if s.noise_assessed:
-        return f"{line}; {_interval(s)}, beyond the noise)."
+        return f"{line}; {_interval(s)}, beyond the noise: {_how(s)})."
     return f"{line}; noise not assessed: no per-request records)."
 
 

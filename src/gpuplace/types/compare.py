@@ -149,6 +149,10 @@ class Flip:
         return not math.isnan(self.to_weight)
 
 
+# ScoreCard.margin_method when the margin's interval comes from the runs (gpuplace.compare.noise.RUNS)
+MARGIN_OVER_RUNS = "the runs in time order, a linear drift removed (t-interval)"
+
+
 @dataclass(frozen=True, slots=True)
 class ScoreCard:
     """Normalised criterion scores per path, the weighted totals and the verdict."""
@@ -177,6 +181,10 @@ class ScoreCard:
     resamples: int = 0
     noise_assessed: bool = False
     runs: Mapping[str, int] = field(default_factory=dict)  # path → load-test runs pooled (repeats)
+    # how the margin's interval was obtained (gpuplace.compare.noise: REQUESTS, REPEATS or RUNS), and why
+    # no winner is named although it excludes zero (too few runs per path to tell drift from the paths)
+    margin_method: str = ""
+    cannot_conclude: str = ""
 
     @property
     def beyond_noise(self) -> bool:
@@ -228,6 +236,8 @@ class ScoreCard:
             resamples=int(data.get("resamples") or 0),
             noise_assessed=bool(data.get("noise_assessed")),
             runs={str(k): int(v) for k, v in (data.get("runs") or {}).items()},
+            margin_method=str(data.get("margin_method") or ""),
+            cannot_conclude=str(data.get("cannot_conclude") or ""),
         )
 
 
