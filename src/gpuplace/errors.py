@@ -9,6 +9,7 @@ use, 1 for a :class:`CheckFailed` (the step ran, and what it measured fails a ch
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -48,7 +49,9 @@ class UnknownName(InvalidInput, LookupError):
 
     def __init__(self, field: str, value: str, known: Iterable[str]) -> None:
         known_sorted = sorted(known)
-        close = difflib.get_close_matches(value, known_sorted, n=3, cutoff=0.5)
+        close = [k for k in known_sorted if _abbreviates(value, k)][:6]  # "A100": its variants, not "A10"
+        if not close:
+            close = difflib.get_close_matches(value, known_sorted, n=3, cutoff=0.5)
         if not close:
             lowered = value.lower()
             close = [k for k in known_sorted if lowered in k.lower() or k.lower() in lowered][:3]
@@ -56,6 +59,17 @@ class UnknownName(InvalidInput, LookupError):
         fix = f"Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         fix += (" " if fix else "") + f"Known: {', '.join(known_sorted)}"
         super().__init__(field, value, "unknown name", fix)
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[\s_\-.]+", name.lower()) if w]
+
+
+def _abbreviates(value: str, name: str) -> bool:
+    """Whether each word of ``value`` begins a word of ``name``, in order: "A100" and "a100-80" abbreviate
+    "A100-SXM4-80GB"; "A100" does not abbreviate "A10-24GB" (a spelling closer to it by letters)."""
+    words, rest = _words(value), iter(_words(name))
+    return bool(words) and all(any(w.startswith(v) for w in rest) for v in words)
 
 
 class DeviceUnavailable(InvalidInput):

@@ -12,6 +12,9 @@ a clone), with ``.venv/bin`` first on PATH, against the state its earlier blocks
 - ``make docs-test-slow``: the documents with ``slow`` blocks again, those included;
 - ``illustration`` blocks never run.
 
+A block that leaves a process listening on a TCP port fails, naming it: a server a document starts is
+stopped, with its whole process group, by the block that started it.
+
 A failure names the document, the block's line, the command, its exit status and the end of its output.
 """
 
@@ -117,6 +120,13 @@ def run_doc(doc: str, scratch: Path, *, also: Iterable[str] = ()) -> list[str]:
                             f"these sample lines (normalised) are not in it:\n{lines}"
                         )
                         break
+            held = [str(p) for p in session.left_by(block) if p.ports] if not failure else []
+            if held:
+                failure = (
+                    f"{label}: it left {'; '.join(held)}: a block stops every server it starts, with its "
+                    "whole process group (`set -m` before starting it with `&`, then `kill -- -$!`), and "
+                    "waits until its port is free, or the next block and the reader find the port taken"
+                )
             if failure:
                 failure += f"\n  block:\n{_show(block)}\n  output (last lines):\n{result.tail()}"
                 break
@@ -137,7 +147,7 @@ def run_doc(doc: str, scratch: Path, *, also: Iterable[str] = ()) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _one_docs_run_at_a_time() -> Iterator[None]:
-    """Documents use fixed ports (8000, 8001, 5000, 8888) as a user would: one docs run per machine at a
+    """Documents use fixed ports (8000, 8001, 5000, 5001, 8888) as a user would: one docs run per machine at a
     time."""
     with open(Path(tempfile.gettempdir()) / "gpuplace-docs-test.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

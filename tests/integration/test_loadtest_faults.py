@@ -200,24 +200,62 @@ def test_cli_sweep_over_concurrencies(tiny_server: DeploymentRecord, tmp_path: P
     assert (tmp_path / "concurrency-4" / "records.parquet").is_file()
 
 
+def _bisection(
+    attainments: list[float], low: float, high: float, share: float, steps: int
+) -> tuple[list[float], float]:
+    """The rates a knee search from ``low`` to ``high`` must try, and the knee it must report, when its
+    trials measure these attainments in turn (find_knee's contract, replayed on what was measured)."""
+    rates: list[float] = [low]
+    it = iter(attainments)
+    if next(it) < share:
+        return rates, 0.0
+    rates.append(high)
+    if next(it) >= share:
+        return rates, high
+    lo, hi = low, high
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        rates.append(mid)
+        lo, hi = (mid, hi) if next(it) >= share else (lo, mid)
+    return rates, lo
+
+
 def test_knee_search_on_a_real_server(tiny_server: DeploymentRecord, tmp_path: Path) -> None:
-    """`transformers serve` generates one response at a time (about 30 ms for 16 tokens of tiny here): at
-    2 req/s nothing queues and a 500 ms TTFT holds; 20 requests at 400 req/s queue for up to 20 times
-    that, so most miss it (5% met when measured). The knee lies strictly between, and knee.json agrees
-    with its trials. Where the knee falls depends on this machine's pace; the next test pins its value."""
+    """The knee search against the real engine, held to what it measured, not to where the knee falls.
+
+    Where `transformers serve` misses a 500 ms TTFT depends on this machine's pace and on the engine (it
+    once served one request at a time, so 400 req/s missed; its continuous batching now meets it here):
+    the test that pins the knee's value is the next one, on a server whose pace is set. This one checks
+    the search's structure on any pace: each trial's attainment is its records' share within the SLO,
+    the rates tried are the bisection those attainments call for, the knee is the highest rate that met
+    the target, and knee.json agrees with the trials' own reports."""
     code = main(["loadtest", "--endpoint", tiny_server.endpoint, "--prompt-tokens", "8", "--output-tokens",
                  "16", "--max-requests", "20", "--slo-ttft-ms", "500", "--knee", "2,400", "--target-share",
                  "0.9", "--out", str(tmp_path), "--quiet"])  # fmt: skip
     assert code == 0
     knee = json.loads((tmp_path / "knee.json").read_text())
     trials = knee["trials"]
-    assert (trials[0]["rate_rps"], trials[1]["rate_rps"]) == (2.0, 400.0)
-    assert trials[0]["slo_attainment"] >= 0.9 > trials[1]["slo_attainment"]
-    assert 2.0 <= knee["knee_rps"] < 400.0 and len(trials) == 6  # low, high, four bisections
-    met = [t["rate_rps"] for t in trials if t["slo_attainment"] >= 0.9]
-    assert knee["knee_rps"] == max(met)
-    assert all(t["rate_rps"] > knee["knee_rps"] for t in trials if t["slo_attainment"] < 0.9)
-    assert len(list(tmp_path.glob("*/report.json"))) == 6  # a directory per trial
+    for t in trials:  # the attainment each trial reports is the share of its requests that met the SLO
+        label = f"rate-{t['rate_rps']:g}"
+        records = read_records(tmp_path / label / "records.parquet")
+        report = json.loads((tmp_path / label / "report.json").read_text())
+        assert len(records) == 20 and report["completed"] == 20, label  # the engine served them all
+        met = sum(r.success and r.ttft_s <= 0.5 for r in records)
+        assert t["slo_attainment"] == report["slo_attainment"] == met / 20, label
+    rates, expected_knee = _bisection([t["slo_attainment"] for t in trials], 2.0, 400.0, 0.9, steps=4)
+    assert [t["rate_rps"] for t in trials] == rates
+    assert knee["knee_rps"] == expected_knee
+    assert len(list(tmp_path.glob("*/report.json"))) == len(rates)  # a directory per trial
+
+
+def test_the_knee_replay_follows_the_bisection() -> None:
+    """The replay the test above holds the search to, on attainments chosen by hand."""
+    assert _bisection([0.5], 2.0, 400.0, 0.9, 4) == ([2.0], 0.0)
+    assert _bisection([1.0, 1.0], 2.0, 400.0, 0.9, 4) == ([2.0, 400.0], 400.0)
+    assert _bisection([1.0, 0.0, 1.0, 0.0, 0.0, 1.0], 2.0, 400.0, 0.9, 4) == (
+        [2.0, 400.0, 201.0, 300.5, 250.75, 225.875],
+        225.875,
+    )
 
 
 def test_knee_search_finds_the_rate_where_the_slo_breaks(tmp_path: Path) -> None:

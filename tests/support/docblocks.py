@@ -13,8 +13,12 @@ by default), and the ``text`` block marked ``<!-- doc-test: output ... -->`` tha
 ``DocSession`` runs one document's blocks, in order, from one scratch directory, each in a fresh
 ``bash -e -o pipefail`` that starts from the environment and directory the previous block left (``export``
 and ``cd`` carry over, as in one terminal), with ``.venv/bin`` first on PATH. Every process a block starts
-carries a marker in its environment, so what a block leaves running (a server put in the background with
-``&``, a control plane, a local deployment) is stopped, by PID, when the document ends.
+carries a marker in its environment (the session's, and the block's), so what a block leaves running (a
+server put in the background with ``&``, a control plane, a local deployment) is stopped, by PID, when the
+document ends, and ``left_by`` names what a block left running and the TCP ports it listens on. A block
+must stop every server it starts, with its whole process group (MLflow's uvicorn workers and huey
+consumers outlive a ``kill`` of their parent and keep its port), and wait until its port is free: the
+docs test fails a block that leaves a process listening on a port.
 
 What the test checks: a block's exit status (0, or for ``gpu``/``remote`` blocks a clear refusal: non-zero,
 no traceback, not "command not found"), and a marked output sample against the block's output (``match``).
@@ -45,6 +49,7 @@ MARKER = re.compile(r"^\s*<!--\s*doc-test:\s*([\w-]+)\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 SHELL_FENCES = ("sh", "shell", "console", "zsh", "shell-session")
 SESSION_VAR = "GPUPLACE_DOCS_TEST_SESSION"
+BLOCK_VAR = "GPUPLACE_DOCS_TEST_BLOCK"  # the line of the block that started a process
 
 
 class DocError(Exception):
@@ -225,7 +230,7 @@ class DocSession:
         out_path = self.state / f"block-{block.line}.out"
         st = self.state
         script.write_text(
-            f'. "{st}/env.sh"\ncd "$(cat "{st}/cwd")"\n'
+            f'. "{st}/env.sh"\nexport {BLOCK_VAR}={block.line}\ncd "$(cat "{st}/cwd")"\n'
             f'trap \'export -p > "{st}/env.sh.new"; pwd > "{st}/cwd"\' EXIT\n'
             "set -e -o pipefail\n" + block.text + "\n"
         )
@@ -267,15 +272,18 @@ class DocSession:
         output = out_path.read_text(encoding="utf-8", errors="replace")
         return Result(block, rc, output, seconds, timed_out)
 
-    def leftover(self) -> list[tuple[int, str]]:
-        """Processes still running that a block of this document started (PID, command line)."""
+    def leftover(self, block: Block | None = None) -> list[tuple[int, str]]:
+        """Processes still running that a block of this document (or this ``block``) started (PID, command
+        line)."""
         found: list[tuple[int, str]] = []
-        needle = f"{SESSION_VAR}={self.session}".encode()
+        needles = {f"{SESSION_VAR}={self.session}".encode()}
+        if block is not None:
+            needles.add(f"{BLOCK_VAR}={block.line}".encode())
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             try:
-                if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                if not needles <= set((entry / "environ").read_bytes().split(b"\0")):
                     continue
                 if (entry / "stat").read_text().rpartition(")")[2].split()[0] == "Z":
                     continue  # exited, waiting for its parent to reap it: nothing left to stop
@@ -284,6 +292,11 @@ class DocSession:
                 continue
             found.append((int(entry.name), cmd))
         return found
+
+    def left_by(self, block: Block) -> list[Leftover]:
+        """What ``block`` started that still runs now that it has ended, with the ports each listens on."""
+        listening = _listening_sockets()
+        return [Leftover(pid, cmd, _ports(pid, listening)) for pid, cmd in self.leftover(block)]
 
     def close(self) -> list[str]:
         """Stop what the document left running: its testenv (``testenv down``), then every marked process."""
@@ -328,6 +341,46 @@ def not_ignored(work: Path, repo: Path) -> list[str]:
         return []
     ignored = set(check.stdout.split())
     return [n for n in names if n not in ignored and n.rstrip("/") not in ignored]
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """A process a block started that outlived it, and the TCP ports it listens on."""
+
+    pid: int
+    cmd: str
+    ports: tuple[int, ...]
+
+    def __str__(self) -> str:
+        on = f", listening on port {', '.join(map(str, self.ports))}" if self.ports else ""
+        return f"pid {self.pid} ({self.cmd[:120]}){on}"
+
+
+def _listening_sockets() -> dict[str, int]:
+    """The inode of every listening TCP socket of this network namespace, and its port."""
+    found: dict[str, int] = {}
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = Path("/proc/net", table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cells = row.split()
+            if len(cells) > 9 and cells[3] == "0A":  # TCP_LISTEN
+                found[cells[9]] = int(cells[1].rsplit(":", 1)[1], 16)
+    return found
+
+
+def _ports(pid: int, listening: dict[str, int]) -> tuple[int, ...]:
+    """The ports of the listening sockets among ``pid``'s open files."""
+    ports: set[int] = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                link = os.readlink(fd)
+                if link.startswith("socket:[") and link[8:-1] in listening:
+                    ports.add(listening[link[8:-1]])
+    return tuple(sorted(ports))
 
 
 def _kill_group(pgid: int) -> None:

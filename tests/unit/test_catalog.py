@@ -239,6 +239,25 @@ def test_get_reports_the_callers_field(catalog: GpuCatalog) -> None:
         catalog.get("L40", field="allowed_gpus")
 
 
+@pytest.mark.parametrize(
+    ("given", "variants"),
+    [
+        ("A100", ["A100-PCIE-40GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB"]),
+        ("a100-80", ["A100-PCIE-80GB", "A100-SXM4-80GB"]),
+        ("H100", ["H100-NVL-94GB", "H100-PCIE-80GB", "H100-SXM5-80GB"]),
+        ("A10G", ["A10-24GB"]),  # no name begins so: the closest spelling
+    ],
+)
+def test_an_abbreviated_name_suggests_the_variants_it_begins(
+    catalog: GpuCatalog, given: str, variants: list[str]
+) -> None:
+    """issue 33: `--gpu A100` suggested only A10-24GB, the name closest by letters, not the A100s."""
+    with pytest.raises(UnknownName) as info:
+        catalog.get(given)
+    assert list(info.value.suggestions) == variants
+    assert f"Did you mean {' or '.join(repr(v) for v in variants)}?" in str(info.value)
+
+
 def test_find_returns_none_for_unknown(catalog: GpuCatalog) -> None:
     assert catalog.find("B100") is None
 
@@ -288,6 +307,41 @@ def test_match_device_memory_rules_out_a_variant_of_other_size(catalog: GpuCatal
 def test_match_device_returns_none_for_an_unknown_gpu(catalog: GpuCatalog, reported: str) -> None:
     # A10G and L40 are near misses: "A10" and "L4" must match whole words only.
     assert catalog.match_device(reported) is None
+
+
+@pytest.mark.parametrize(
+    ("reported", "expected"),
+    [
+        ("NVIDIA H200 NVL", None),  # no H200 NVL entry: not the SXM part "NVIDIA H200" names
+        ("NVIDIA-H200-NVL", None),  # its GPU Feature Discovery label
+        ("NVIDIA H200 PCIe", None),
+        ("NVIDIA H100 NVL", "H100-NVL-94GB"),
+        ("NVIDIA H100 PCIe", "H100-PCIE-80GB"),
+        ("NVIDIA H100 PCIe 80GB", "H100-PCIE-80GB"),
+        ("NVIDIA H100 SXM5 80GB", "H100-SXM5-80GB"),
+        ("NVIDIA H100 80GB HBM3", "H100-SXM5-80GB"),  # no form factor stated: the SXM part's name
+        ("NVIDIA GB200 NVL72", "GB200-NVL72-186GB"),
+    ],
+)
+def test_match_device_keeps_the_form_factor_the_name_states(
+    catalog: GpuCatalog, reported: str, expected: str | None
+) -> None:
+    """issue 33: "NVIDIA H200 NVL" mapped to H200-SXM-141GB (its bandwidth, power and NVLink domain)."""
+    spec = catalog.match_device(reported, memory_gib=140.0 if "H200" in reported else None)
+    assert (spec.name if spec else None) == expected
+
+
+def test_match_device_finds_an_nvl_part_a_users_catalog_adds(tmp_path: Path) -> None:
+    rows = _rows(GPUS_CSV)
+    sxm = next(r for r in rows if r["name"] == "H200-SXM-141GB")
+    nvl = dict(
+        sxm, name="H200-NVL-141GB", aliases="NVIDIA H200 NVL", form_factor="pcie", nvlink_domain_gpus="4"
+    )
+    cat = load_gpu_catalog(_write(tmp_path / "gpus.csv", [*rows, nvl]))
+    for reported in ("NVIDIA H200 NVL", "NVIDIA-H200-NVL", "NVIDIA H200 NVL 141GB"):
+        spec = cat.match_device(reported, memory_gib=140.0)
+        assert spec is not None and spec.name == "H200-NVL-141GB", reported
+    assert cat.match_device("NVIDIA H200") == cat.get("H200-SXM-141GB")
 
 
 # --- a user's catalog ---------------------------------------------------------------------------

@@ -52,6 +52,7 @@ MIG_COLUMNS: tuple[str, ...] = (
 OPTIONAL_GPU_COLUMNS: Mapping[str, str] = {"fp8_tflops": "0", "nvlink_domain_gpus": "0"}
 FORM_FACTORS: tuple[str, ...] = ("sxm2", "sxm4", "sxm5", "sxm6", "superchip", "pcie")
 _MIG_NAME = re.compile(r"^(\d)g\.(\d+)gb$")
+_FORM_WORD = re.compile(r"^(sxm\d*|pcie|nvl\d*)$")  # a form factor, as a device name spells it
 
 
 def _read_version() -> str:
@@ -103,14 +104,20 @@ class GpuCatalog:
         """Best catalog entry for a name as torch or NVML reports it, e.g. ``NVIDIA H100 80GB HBM3``.
 
         Exact alias matches win; otherwise the longest alias contained in the name, with memory
-        (within 10%) breaking ties between variants such as A100 40GB and 80GB.
+        (within 10%) breaking ties between variants such as A100 40GB and 80GB. A form factor the name
+        states (``NVL``, ``PCIe``, ``SXM5``) must be the entry's: ``NVIDIA H200 NVL`` is not the SXM part
+        that ``NVIDIA H200`` names, so without an NVL entry it matches nothing (None) rather than the
+        SXM one, whose bandwidth, power and NVLink domain it does not have.
         """
         exact = self.find(device_name)
         if exact is not None:
             return exact
         key = normalize_gpu_name(device_name)
+        stated = {w for w in key.split() if _FORM_WORD.match(w)}
         best: tuple[int, GpuSpec] | None = None
         for spec in self.gpus.values():
+            if not stated <= {w for a in (spec.name, *spec.aliases) for w in normalize_gpu_name(a).split()}:
+                continue  # the name states a form factor this entry is not
             for alias in (spec.name, *spec.aliases):
                 a = normalize_gpu_name(alias)
                 if len(a) < 2 or not re.search(rf"(^|\s){re.escape(a)}($|\s)", key):

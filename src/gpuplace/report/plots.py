@@ -12,7 +12,7 @@ with ``log_figure`` and the report can embed it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -72,7 +72,7 @@ def latency_distributions(
 def tpot_vs_rate(sweeps: Mapping[str, Sequence[LatencyReport]]) -> Figure | None:
     """TPOT p50/p99 against the request rate of each load test in a path's sweep; None unless the load
     tests ran at two or more distinct rates (one rate is no curve: the latency plot shows it)."""
-    if len({round(_rate(r), 2) for reports in sweeps.values() for r in reports}) < 2:
+    if distinct_rates(_rate(r) for reports in sweeps.values() for r in reports) < 2:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
     for path, reports in sweeps.items():
@@ -86,6 +86,19 @@ def tpot_vs_rate(sweeps: Mapping[str, Sequence[LatencyReport]]) -> Figure | None
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+RATE_REL_TOL = 0.01  # rates within 1% of each other are one rate (a closed loop's throughput jitters)
+
+
+def distinct_rates(rates: Iterable[float], rel_tol: float = RATE_REL_TOL) -> int:
+    """How many rates differ by more than ``rel_tol`` of the larger: 3.494 and 3.496 req/s are one rate (a
+    grid of rounded values would split a pair that straddles a rounding boundary), 2 and 4 are two."""
+    count, last = 0, -math.inf
+    for rate in sorted(r for r in rates if math.isfinite(r)):
+        if not math.isclose(rate, last, rel_tol=rel_tol):
+            count, last = count + 1, rate
+    return count
 
 
 def _rate(r: LatencyReport) -> float:
