@@ -1,21 +1,7 @@
-"""Default base images of the components, tagged with the gpuplace version (images/README.md).
-
-Standard library only: component modules import this at their top, and KFP compiles the tags into
-the pipeline YAML.
+"""Default base images of the components (images/README.md): re-exported from :mod:`gpuplace.images`, the one
+place they are written, so that component modules import them beside ``kfp`` at their top.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from gpuplace.images import COMPONENTS_IMAGE, CPU_IMAGE, CUDA_IMAGE, REGISTRY, SERVING_IMAGE
 
-try:
-    _VERSION = version("gpuplace").split("+")[0]
-except PackageNotFoundError:  # compiling from a source tree without an install
-    _VERSION = "0.1.0"
-
-REGISTRY = "ghcr.io/gpuplace"
-CPU_IMAGE = f"{REGISTRY}/gpuplace-cpu:{_VERSION}"
-# Without torch: the components that never import it (images/Dockerfile.components).
-COMPONENTS_IMAGE = f"{REGISTRY}/gpuplace-components:{_VERSION}"
-CUDA_IMAGE = f"{REGISTRY}/gpuplace-cuda:{_VERSION}"
-# vLLM's OpenAI server image with gpuplace added: the Kubeflow path's serving task runs in it, and the
-# orchestration_comparison pipeline plans the native path's pods in it too, so both paths run one image.
-SERVING_IMAGE = f"{REGISTRY}/gpuplace-vllm:{_VERSION}"
+__all__ = ["COMPONENTS_IMAGE", "CPU_IMAGE", "CUDA_IMAGE", "REGISTRY", "SERVING_IMAGE"]

@@ -40,6 +40,7 @@ def pipeline(
     traffic_output_tokens: str = "128",
     loadtest_max_requests: int = 200,
     measure_engine_steps: bool = False,
+    measure_operators: bool = False,
     trace: str = "",
     mlflow_uri: str = "",
     mlflow_experiment: str = "gpuplace",
@@ -73,6 +74,8 @@ def pipeline(
         loadtest_max_requests: Requests the load test sends (Poisson arrivals at `rate`).
         measure_engine_steps: Also measure the local serving engine's step time in the profile task
             (needed for inventory local).
+        measure_operators: Also time the model's kernels on the profile task's GPU; the plan then prices
+            that GPU class with them instead of its defaults (docs/profiling.md, "Operators").
         trace: Azure-format trace CSV: the plan is made for its length mix and the load test replays it.
         mlflow_uri: MLflow tracking URI; empty = $MLFLOW_TRACKING_URI, else a local store.
         mlflow_experiment: MLflow experiment.
@@ -94,6 +97,7 @@ def pipeline(
         traffic_output_tokens=traffic_output_tokens,
         trace=trace,
         measure_engine_steps=measure_engine_steps,
+        measure_operators=measure_operators,
     )
     teardown = teardown_inference(
         target=target, namespace=namespace, kubeconfig=kubeconfig, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER

@@ -9,14 +9,16 @@ Shared steps: profile → inventory → plan. Then
   type and count (``set_accelerator_type`` / ``set_accelerator_limit``, the count a string output) — the
   planner's answer reaches KFP without recompiling; the pod's node comes back through the downward API;
 and ``compare_paths`` scores both (and logs them to MLflow), refusing a verdict when the two paths ran
-different serving specs. With ``repeats`` > 1 both paths run that many times, one run after the other
-(a ``dsl.ParallelFor`` with parallelism 1 over ``repeat_runs``; the native deployment is torn down after
-each of its load tests), and ``compare_paths`` collects every run (``dsl.Collected``): it pools them and
-its bootstrap resamples the runs as well as their requests. The plan is made with the serving image
-(``SERVING_IMAGE``) so both paths run one image. The native deployment is also torn down in an exit
-handler, by run id. In local runs (``gpuplace run --compare``) both paths use the local engine
-(``kubeflow_backend=local``); against a gpuplace testenv the Kubeflow task's pod is created as KFP's
-driver would (``kubeflow_backend=testenv``); the report says so.
+different serving specs. Both paths run ``repeats`` times (3 by default), interleaved: one run after the
+other, kubeflow then native in each repeat (a ``dsl.ParallelFor`` with parallelism 1 over
+``repeat_runs``; the native deployment is torn down after each of its load tests), and ``compare_paths``
+collects every run (``dsl.Collected``): with at least 3 runs per path its verdict comes from the runs in
+the order they ran, a linear drift of the machine over them removed, so a machine that slows down
+between the runs widens the interval instead of naming a winner; fewer runs name none. The plan is made
+with the serving image (``SERVING_IMAGE``) so both paths run one image. The native deployment is also
+torn down in an exit handler, by run id. In local runs (``gpuplace run --compare``) both paths use the
+local engine (``kubeflow_backend=local``); against a gpuplace testenv the Kubeflow task's pod is created
+as KFP's driver would (``kubeflow_backend=testenv``); the report says so.
 """
 
 from kfp import dsl, kubernetes
@@ -57,8 +59,9 @@ def pipeline(
     traffic_prompt_tokens: str = "512",
     traffic_output_tokens: str = "128",
     loadtest_max_requests: int = 200,
-    repeats: int = 1,
+    repeats: int = 3,
     measure_engine_steps: bool = False,
+    measure_operators: bool = False,
     weights: str = "",
     penalty_usd_per_breach: float = 0.0,
     engineering_weeks: float = 0.0,
@@ -97,10 +100,13 @@ def pipeline(
         traffic_prompt_tokens: Prompt length of the traffic the plan is made for and both load tests send.
         traffic_output_tokens: Output length of that traffic.
         loadtest_max_requests: Requests each load test sends (Poisson arrivals at `rate`).
-        repeats: How many times each path is deployed and load-tested (1–20), one run after the other;
-            the verdict's interval then counts the run-to-run variation too.
+        repeats: How many times each path is deployed and load-tested (1–20), the paths' runs interleaved;
+            the verdict's interval comes from the runs (a linear drift over them removed), and fewer than 3
+            name no winner.
         measure_engine_steps: Also measure the local serving engine's step time in the profile task
             (needed for inventory local).
+        measure_operators: Also time the model's kernels on the profile task's GPU; the plan then prices
+            that GPU class with them instead of its defaults (docs/profiling.md, "Operators").
         weights: Criterion weights summing to 1, e.g. "tpot_p99=0.7,cost=0.3"; empty = defaults.
         penalty_usd_per_breach: SLA penalty per request that misses the SLO.
         engineering_weeks: ROI: weeks of engineering to adopt the winning mechanism.
@@ -124,6 +130,7 @@ def pipeline(
         traffic_prompt_tokens=traffic_prompt_tokens,
         traffic_output_tokens=traffic_output_tokens,
         measure_engine_steps=measure_engine_steps,
+        measure_operators=measure_operators,
         image=SERVING_IMAGE,
     )
 

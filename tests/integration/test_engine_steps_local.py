@@ -29,6 +29,10 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
         decode_output_tokens=16,
         context_batches=(4,),
         context_prompt_tokens=256,
+        long_batches=(4,),
+        long_prompt_tokens=512,
+        staggered_batches=(4,),
+        staggered_prompt_tokens=128,
         prefill_tokens=(16, 64, 256),
         repeats=1,
         wake_idle_s=(0.03, 0.3),
@@ -37,10 +41,14 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
 
     profile = profile_local_engine("tiny", workdir=tmp_path, config=config, engine=engine)
 
-    # two decode windows, one at a long context, and per prefill length one TTFT and one decode-gap sample
-    assert len(profile.samples) == 2 + 1 + 2 * 3
+    # two decode windows, one at a long context, one at a longer one, one of staggered streams (issue 35),
+    # and per prefill length one TTFT and one decode-gap sample
+    assert len(profile.samples) == 2 + 1 + 1 + 1 + 2 * 3
+    (late,) = [s for s in profile.samples if s.staggered]
+    assert late.decode_seqs == 4 and late.context_tokens > 4 * 128
     assert sum(s.first_token for s in profile.samples) == 3
-    assert {s.context_tokens // 4 > 256 for s in profile.samples if s.decode_seqs == 4} == {False, True}
+    together = [s for s in profile.samples if s.decode_seqs == 4 and not s.staggered]
+    assert sorted(s.context_tokens // 4 > 256 for s in together) == [False, True, True]
     # one interference run: a stream's gaps with an arrival and quiet ones, and the work they give
     (run,) = profile.interference
     assert run.arrival_gaps_s and run.quiet_gaps_s
@@ -61,10 +69,13 @@ def test_a_live_continuous_batching_engine_is_measured_and_fitted(tmp_path: Path
     model = measured_step_model(profile, traffic_factor=1.0)  # the steps as measured
     assert model.step_s(4, 4, 4, 100) > model.step_s(1, 1, 1, 25) > 0
     # the measured decode steps reach the model: per decode count, the model's steps at the measured
-    # contexts are the measured ones in the median (the line plus what it missed, decode_excess_s)
+    # contexts are the measured ones in the median (the line plus what it missed, decode_excess_s); from
+    # the smallest staggered count up, the staggered ones are what it prices (streams at different phases)
     for n in (1, 4):
         decodes = [
-            s for s in profile.samples if s.decode_seqs == n and not s.prefill_tokens and not s.first_token
+            s
+            for s in profile.samples
+            if s.decode_seqs == n and not s.prefill_tokens and not s.first_token and (s.staggered or n < 4)
         ]
         a, b = model.decode_terms(n)
         misses = [a + b * s.context_tokens - s.step_s for s in decodes]

@@ -208,3 +208,25 @@ def test_the_profile_describes_its_fit_in_one_line() -> None:
     line = profile.describe()
     assert line.startswith("e on x86 (tiny): step = ")
     assert f"{TRUE['fixed_s'] * 1e3:.2f} ms" in line and "fit RMS error 6% over 0 samples" in line
+
+
+def test_staggered_samples_stay_out_of_the_fit_and_price_their_n_as_measured(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Decodes measured with the streams at different phases (as under arrivals) are not fitted with the
+    sent-together ones; the measured excess over the fit at their n is theirs, from the smallest staggered
+    n up, and the flag survives the file."""
+    from gpuplace.planner.steptime import decode_excess
+    from gpuplace.profiling.engine_steps import read_engine_steps, write_engine_steps
+
+    together = [_sample(n, 0, n * 40) for n in (1, 2, 4, 8)] + [_sample(0, c, 0, True) for c in (16, 64, 256)]
+    together += [_sample(1, 0, c) for c in (16, 64, 256)]
+    coef, _ = fit_step_profile(together)
+    slow = replace(_sample(4, 0, 4 * 500), step_s=_sample(4, 0, 4 * 500).step_s + 0.040, staggered=True)
+    coef_with, _ = fit_step_profile([*together, slow])
+    assert coef_with == pytest.approx(coef)  # the staggered sample moved nothing
+    profile = EngineStepProfile("e", "cuda", "H200", "tiny", **coef, samples=(*together, slow))
+    excess = decode_excess(profile)
+    assert excess[3] == pytest.approx(0.040, abs=1e-9)  # n = 4: the staggered step's excess
+    assert excess[-1] == pytest.approx(0.040, abs=1e-9)  # held beyond it, where only together-ones were
+    assert excess[0] == pytest.approx(0.0, abs=1e-9)  # a lone stream is never staggered
+    again = read_engine_steps(write_engine_steps(profile, tmp_path / "s.json"))
+    assert again.samples == profile.samples and again.samples[-1].staggered

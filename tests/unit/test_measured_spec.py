@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 
 from gpuplace.deploy.served import engine_args
+from gpuplace.dra import unpublished
 from gpuplace.errors import InvalidInput
 from gpuplace.inventory import load_inventory
 from gpuplace.k8s.dra import AllocatedDevice, PodPlacement
 from gpuplace.k8s.measure import gpu_taken, spec_of_pods
 from gpuplace.labels import REPLICA_LABEL
 from gpuplace.manifests import ServingOptions, build_manifests, kfp_fragments, serving_spec
-from gpuplace.manifests.pinned import pinned_dra_objects
+from gpuplace.manifests.forms import EmitOptions
+from gpuplace.manifests.pinned import pinned_dra_objects, shared_config
 from gpuplace.types.plan import PlacementPlan
 from tests.support.plans import sample_plan
 
@@ -51,10 +53,8 @@ def test_pinned_dra_objects_claim_each_replicas_planned_devices_by_uuid() -> Non
     assert request["selectors"][0]["cel"]["expression"] == (
         'device.attributes["gpu.nvidia.com"].uuid in ["GPU-h100-a-0/gpu0", "GPU-h100-a-0/gpu1"]'
     )
-    # the planned locality stays a constraint, so a claim that cannot hold it says so
-    assert claim["spec"]["devices"]["constraints"] == [
-        {"requests": ["gpus"], "matchAttribute": "gpuplace.io/nvlinkDomain"}
-    ]
+    # NVLink has no published attribute: the uuids themselves hold the planned island, no constraint
+    assert "constraints" not in claim["spec"]["devices"] and unpublished(claim) == []
     spec = dep["spec"]
     assert spec["replicas"] == 1 and spec["selector"]["matchLabels"][REPLICA_LABEL] == "0"
     pod = spec["template"]["spec"]
@@ -77,23 +77,36 @@ def test_pinned_dra_objects_refuse_unpublished_devices() -> None:
         pinned_dra_objects(plan, manifests, {})
 
 
-def test_replicas_sharing_a_gpu_share_one_pinned_claim_with_the_planned_share() -> None:
+@pytest.mark.parametrize("sharing", ["time-slicing", "mps"])
+def test_replicas_sharing_a_gpu_share_one_pinned_claim_as_the_plans_dra_form_chose(sharing: str) -> None:
     plan, manifests = _rendered(gpus=1)
     one_gpu = tuple(replace(p, node="h100-a-0", gpu_ids=("h100-a-0/gpu0",)) for p in plan.placements)
     shared = replace(plan, chosen=replace(plan.chosen, kind="shared", share=0.5), placements=one_gpu)
-    objects = pinned_dra_objects(shared, manifests, {"h100-a-0/gpu0": ("GPU-0", "gpu")})
+    form = build_manifests(shared, H100, emit=EmitOptions(forms=("dra",), sharing=sharing))
+    config = shared_config(form.alternatives["dra.yaml"])
+    objects = pinned_dra_objects(shared, manifests, {"h100-a-0/gpu0": ("GPU-0", "gpu")}, config)
     claims = [o for o in objects if o["kind"] == "ResourceClaim"]
     deployments = [o for o in objects if o["kind"] == "Deployment"]
-    assert len(claims) == 1 and len(deployments) == 2
+    assert len(claims) == 1 and len(deployments) == 2 and unpublished(claims[0]) == []
     name = claims[0]["metadata"]["name"]
     for dep in deployments:
         assert dep["spec"]["template"]["spec"]["resourceClaims"] == [
             {"name": "gpus", "resourceClaimName": name}
         ]
+    if sharing == "time-slicing":  # the driver's default: no config, no feature gate
+        assert config == [] and "config" not in claims[0]["spec"]["devices"]
+        return
     (config,) = claims[0]["spec"]["devices"]["config"]
     assert config["opaque"]["driver"] == "gpu.nvidia.com"
-    sharing = config["opaque"]["parameters"]["sharing"]
-    assert sharing == {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}}
+    mps = config["opaque"]["parameters"]["sharing"]
+    memory = next(g.memory_gib for _, g in H100.devices() if g.id == "h100-a-0/gpu0")
+    assert mps == {
+        "strategy": "MPS",
+        "mpsConfig": {
+            "defaultActiveThreadPercentage": 50,  # the priced share, as threads and pinned memory
+            "defaultPinnedDeviceMemoryLimit": f"{int(0.5 * memory * 1024)}Mi",
+        },
+    }
 
 
 def test_the_kfp_accelerator_count_is_a_string() -> None:

@@ -51,7 +51,7 @@ def _target(profile: EngineStepProfile) -> tuple[object, LocalTarget]:
     return arch, LocalTarget(node="this-machine", unit="cpu", steps=profile, engine=engine)
 
 
-def _request(rate: float, share: float = 0.5) -> PlanRequest:
+def _request(rate: float, share: float | None = None) -> PlanRequest:
     return PlanRequest(
         model="tiny",
         slo=Slo(ttft_p99_s=10.0, tpot_p99_s=1.0, rate_rps=rate),
@@ -96,6 +96,23 @@ def test_a_rate_above_the_share_is_refused_naming_the_share_and_the_highest_rate
     assert plan.chosen.verdict == "chosen"
 
 
+def test_a_cuda_engine_is_planned_up_to_its_capacity_by_default() -> None:
+    """The CPU rule (half the capacity: the CPU engine collapsed above it) is not applied to an engine
+    measured on a GPU, where no collapse was measured: the H200's closed loop at 69% of capacity was
+    refused by it. The same steps measured on a CPU are refused at that share; asked for, a share holds
+    on a GPU too."""
+    arch, target = _target(_profile())
+    rate = 0.7 * _capacity(target)
+    with pytest.raises(NoFeasiblePlacement, match=r"max_load_share=0\.5"):
+        plan_local(arch, target, _request(rate))  # type: ignore[arg-type]
+    gpu = replace(target, unit="H200-SXM-141GB", steps=replace(target.steps, device_kind="cuda"))
+    plan = plan_local(arch, gpu, _request(rate))  # type: ignore[arg-type]
+    assert plan.chosen.verdict == "chosen"
+    assert any("the default on a GPU, where no collapse was measured" in n for n in plan.notes)
+    with pytest.raises(NoFeasiblePlacement, match=r"max_load_share=0\.5"):
+        plan_local(arch, gpu, _request(rate, share=0.5))  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("share", [0.0, -0.1, 1.5])
 def test_a_share_outside_0_1_is_refused_naming_the_field(share: float) -> None:
     with pytest.raises(InvalidInput, match="max_load_share"):
@@ -103,14 +120,14 @@ def test_a_share_outside_0_1_is_refused_naming_the_field(share: float) -> None:
 
 
 def test_the_edges_spelling_refuses_a_share_of_0_and_defaults_only_when_absent() -> None:
-    """``--max-load-share 0`` is bad input, not "unset"."""
+    """``--max-load-share 0`` is bad input, not "unset"; absent, the engine's device decides."""
     from gpuplace.catalog import load_gpu_catalog
     from gpuplace.steps.plan_params import plan_request
 
     params = {"model": "tiny", "slo_ttft_ms": 2000, "slo_tpot_ms": 50, "rate": 1.0}
     catalog = load_gpu_catalog()
-    assert plan_request(params, catalog).max_load_share == 0.5
-    assert plan_request({**params, "max_load_share": None}, catalog).max_load_share == 0.5
+    assert plan_request(params, catalog).max_load_share is None
+    assert plan_request({**params, "max_load_share": None}, catalog).max_load_share is None
     assert plan_request({**params, "max_load_share": 0.8}, catalog).max_load_share == 0.8
     with pytest.raises(InvalidInput, match="max_load_share"):
         plan_request({**params, "max_load_share": 0}, catalog)

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
-from gpuplace.catalog.band import load_prediction_band
+from gpuplace.catalog.band import PredictionBand, load_prediction_band
 from gpuplace.catalog.efficiency import load_efficiency_table
 from gpuplace.cli import main
+from gpuplace.cli.predict import predict_text
 from gpuplace.errors import InvalidInput, UnknownName
 from gpuplace.planner.engine_sim import simulate
 from gpuplace.planner.predict import Load, headroom, meets, predict, replica_model, shape_spec
@@ -97,6 +98,18 @@ def test_headroom_is_the_edge_of_the_slo() -> None:
     assert meets(replica.at_rate(room.max_rate_rps), slo)
     assert not meets(replica.at_rate(room.max_rate_rps * 1.05), slo)
     assert room.rate_points and room.concurrency_points
+
+
+def test_a_concurrency_search_met_at_its_cap_stops_there() -> None:
+    """An SLO so loose that every concurrency meets it: the doubling passes the 4,096-user cap and the
+    bisection must not ask for more users than the simulation accepts (it did: 6,144, an error)."""
+    from gpuplace.planner.predict import MAX_CONCURRENCY
+
+    replica, _ = replica_model(ARCH, shape_spec(ARCH, H100), traffic(64, 4, 60), EFF)
+    room = headroom(replica, Slo(ttft_p99_s=1e6, tpot_p99_s=1e6), rate_steps=2)
+    assert room.max_concurrency == MAX_CONCURRENCY
+    assert max(p.load.value for p in room.concurrency_points) == MAX_CONCURRENCY
+    assert any(f"concurrency search's top ({MAX_CONCURRENCY} users)" in n for n in room.notes)
 
 
 def test_an_slo_no_load_meets_says_so_with_the_lightest_load() -> None:
@@ -247,14 +260,61 @@ def test_arrival_forms() -> None:
             parse_arrival(bad)
 
 
-def test_every_prediction_carries_its_class_band() -> None:
-    band = load_prediction_band()
-    pred = predict(ARCH, shape_spec(ARCH, H100), Load(rate_rps=1), traffic(n=300), EFF, band=band)
-    assert pred.band == band.for_gpu(H100)
-    for edge in pred.band:
-        assert edge.gpu_class == "hopper" and edge.rows and 0 < edge.low <= edge.high
-    assert {e.metric for e in pred.band} >= {"tpot_p50"}
-    assert set(pred.to_json_dict()["band"]) == {e.metric for e in pred.band}
+def _band(tmp_path: Path) -> PredictionBand:
+    rows = ["gpu_class,metric,regime,low,high,nominal,rows,sources,source"]
+    for regime, (low, high) in {"light": (0.9, 1.2), "heavy": (0.8, 1.6), "saturated": (0.5, 3.0)}.items():
+        rows += [f"hopper,{m},{regime},{low},{high},0.8,2 3 4,a b,test" for m in ("ttft_p50", "tpot_p50")]
+    (tmp_path / "band.csv").write_text("\n".join(rows) + "\n")
+    return load_prediction_band(tmp_path / "band.csv")
+
+
+def test_a_prediction_carries_the_band_of_its_load_regime(tmp_path: Path) -> None:
+    """The band is the one of the prediction's regime (its load ÷ the fluid capacity), and the JSON says
+    which; the shipped band's edges are 80% intervals of its class or borrowed, each said so."""
+    band = _band(tmp_path)
+    shape = shape_spec(ARCH, H100)
+    light = predict(ARCH, shape, Load(rate_rps=1), traffic(n=300), EFF, band=band)
+    assert light.regime == "light" and 0 < light.load_share < 0.3
+    assert {(e.metric, e.regime, e.high) for e in light.band} == {
+        ("ttft_p50", "light", 1.2),
+        ("tpot_p50", "light", 1.2),
+    }
+    capacity = replica_model(ARCH, shape, traffic(n=300), EFF)[0].capacity_rps
+    heavy = predict(ARCH, shape, Load(rate_rps=0.5 * capacity), traffic(n=300), EFF, band=band)
+    assert heavy.regime == "heavy" and {e.high for e in heavy.band} == {1.6}
+    js = heavy.to_json_dict()
+    assert js["regime"] == "heavy" and js["band"]["tpot_p50"]["high"] == 1.6
+    shipped = predict(ARCH, shape, Load(rate_rps=1), traffic(n=300), EFF, band=load_prediction_band())
+    for edge in shipped.band:
+        assert edge.regime == shipped.regime and edge.nominal == 0.8 and len(edge.sources) >= 2
+
+
+def test_the_headroom_is_a_range_judged_at_the_bands_edges(tmp_path: Path) -> None:
+    """With a band, the highest rate is searched again with the SLO judged at the slow edge (measured =
+    1.6 × predicted at heavy load) and at the fast edge (× 0.8): slow ≤ the prediction's ≤ fast."""
+    slo = Slo(ttft_p99_s=2.0, tpot_p99_s=0.015)
+    pred = predict(
+        ARCH, shape_spec(ARCH, H100), Load(rate_rps=1), traffic(n=300), EFF, slo=slo, band=_band(tmp_path)
+    )
+    h = pred.headroom
+    assert h is not None and h.max_rate_rps is not None and h.band_rate_rps is not None
+    slow, fast = h.band_rate_rps
+    assert slow is not None and fast is not None and slow < h.max_rate_rps <= fast
+    assert {e.regime for e in h.band_edges} <= {"heavy", "saturated"}
+    assert "headroom within the band" in predict_text(pred)
+    plain = predict(ARCH, shape_spec(ARCH, H100), Load(rate_rps=1), traffic(n=300), EFF, slo=slo)
+    assert plain.headroom is not None and plain.headroom.band_rate_rps is None
+
+
+def test_an_overloaded_prediction_reports_the_saturated_throughput() -> None:
+    """Past capacity the replica still completes requests: the prediction reports the rate it completes
+    when kept full, not 0 (issue 32)."""
+    shape = shape_spec(ARCH, H100)
+    capacity = replica_model(ARCH, shape, traffic(n=300), EFF)[0].capacity_rps
+    over = predict(ARCH, shape, Load(rate_rps=3 * capacity), traffic(n=300), EFF)
+    assert not over.serving.stable and over.regime == "saturated"
+    assert over.saturated_rps is not None and 0.3 * capacity < over.requests_per_s <= 1.2 * capacity
+    assert over.output_tokens_per_s == pytest.approx(over.requests_per_s * 128, rel=0.05)
 
 
 def test_predict_imports_without_kfp_mlflow_kubernetes(tmp_path: Path) -> None:

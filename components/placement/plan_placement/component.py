@@ -30,6 +30,7 @@ def plan_placement(
     inventory_json: Input[Artifact] = None,  # type: ignore[assignment]
     profile: Input[Dataset] = None,  # type: ignore[assignment]
     engine_steps: Input[Artifact] = None,  # type: ignore[assignment]
+    operators: Input[Artifact] = None,  # type: ignore[assignment]
     prompt_tokens: str = "512",
     output_tokens: str = "128",
     trace: str = "",
@@ -66,6 +67,8 @@ def plan_placement(
             (a CPU profile calibrates none). Without it, GPU-class defaults price every GPU.
         engine_steps: The local engine's measured step time (profile_latency's engine_steps output);
             needed for inventory local.
+        operators: Kernels timed on one GPU (profile_latency's operators output): they price that GPU
+            class instead of its defaults; an empty artifact (none measured) leaves every class on its own.
         prompt_tokens: Prompt length the SLO is for: N, uniform:LO:HI or normal:MEAN:STD.
         output_tokens: Output length the SLO is for, same forms.
         trace: A trace CSV (Azure LLM trace layout) whose length mix the SLO is for, instead.
@@ -85,6 +88,7 @@ def plan_placement(
     from gpuplace.catalog import load_gpu_catalog
     from gpuplace.steps.plan import run_plan_step
     from gpuplace.steps.plan_params import plan_request, serving_options
+    from gpuplace.steps.profile import operators_input
 
     catalog = load_gpu_catalog()
     result = run_plan_step(
@@ -95,6 +99,7 @@ def plan_placement(
         catalog=catalog,
         options=serving_options(params),
         engine_steps=Path(engine_steps.path) if engine_steps is not None else None,
+        operators=operators_input(operators.path if operators is not None else None),
     )
     Path(candidates.path).write_text(result.candidates_markdown)
     for name, value in result.metrics.items():

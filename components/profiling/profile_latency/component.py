@@ -21,6 +21,7 @@ def profile_latency(
     metrics: Output[Metrics],
     summary: Output[Markdown],
     engine_steps: Output[Artifact],
+    operators: Output[Artifact],
     model: str = "tiny",
     device: str = "auto",
     batch_sizes: str = "1,4",
@@ -32,6 +33,9 @@ def profile_latency(
     warmup: int = -1,
     seed: int = 0,
     memory_limit_gib: float = 0.0,
+    measure_operators: bool = False,
+    operator_max_tokens: int = 16384,
+    allreduce_ranks: int = 0,
     measure_engine_steps: bool = False,
 ) -> None:
     """Measure prefill (TTFT) and per-token decode (TPOT) latency of a model on the task's device.
@@ -48,6 +52,11 @@ def profile_latency(
         warmup: Untimed generations per point; -1 picks 2 (3 with static).
         seed: Seed of the random weights and prompts.
         memory_limit_gib: Points needing more memory than this are recorded as failed; 0 = device free memory.
+        measure_operators: Also time the model's kernels on the task's GPU (GEMMs by tokens per step,
+            attention, all-reduce) into operators, which plan_placement prices that GPU class with (else the
+            output is left empty and the plan keeps the class defaults).
+        operator_max_tokens: The most tokens per step the operator table times (powers of two up to it).
+        allreduce_ranks: All-reduce over this many GPUs in the operator table (0: every visible GPU).
         measure_engine_steps: Also measure the local serving engine (transformers serve
             --continuous-batching on this device) step time into engine_steps (else it is left empty).
     """
@@ -55,15 +64,19 @@ def profile_latency(
     from pathlib import Path
 
     from gpuplace.profiling.summary import profile_metrics
-    from gpuplace.steps.profile import profile_config, run_profile_step
+    from gpuplace.steps.calibrate import engine_steps_output
+    from gpuplace.steps.profile import operators_output, profile_config, run_profile_step
 
     config = profile_config(params)
     result = run_profile_step(config, profile.path, device_info.path, summary.path)
     for name, value in profile_metrics(result.profile).items():
         metrics.log_metric(name, value)
     profile.metadata.update({"model": model, "device": result.profile.device.name, "format": "parquet"})
-    from gpuplace.steps.calibrate import engine_steps_output
-
+    table = operators_output(params, Path(operators.path), measure=measure_operators)
+    if table is not None:
+        operators.metadata.update(
+            {"model": model, "gpu": table.gpu or table.device.name, "rows": len(table.rows)}
+        )
     steps = engine_steps_output(model, Path(engine_steps.path), device=device, measure=measure_engine_steps)
     if steps is not None:
         engine_steps.metadata.update({"model": model, "device": steps.device_name, "fixed_s": steps.fixed_s})

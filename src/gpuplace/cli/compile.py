@@ -18,10 +18,10 @@ class CompileCommand(Command):
     )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from gpuplace.jobs.submit import pipeline_names
+        from gpuplace.jobs.submit import pipeline_names_for_help
 
         p.add_argument(
-            "pipelines", nargs="*", help=f"pipeline names, of {', '.join(pipeline_names())} (none: all)"
+            "pipelines", nargs="*", help=f"pipeline names, of {pipeline_names_for_help()} (none: all)"
         )
         p.add_argument("--out", default=None, help="write here instead (one pipeline only)")
 

@@ -43,11 +43,30 @@ class ProfileCommand(Command):
             "to --out: what `gpuplace plan --inventory local --engine-steps FILE` plans with",
         )
 
+        p.add_argument(
+            "--engine-steps-repeats",
+            type=int,
+            default=None,
+            help="with --engine-steps: repeats of each measurement, spread over the run (default 5)",
+        )
+        p.add_argument(
+            "--operators",
+            action="store_true",
+            help="instead of the sweep, time the model's kernels on this device (GEMMs over 1 to "
+            "--operator-max-tokens tokens per step, prefill and decode attention, all-reduce over several "
+            "GPUs) and write the operator table as JSON to --out: what `gpuplace predict/plan --operators "
+            "FILE` price this GPU with",
+        )
+
     def run(self, args: argparse.Namespace) -> int:
         from gpuplace.errors import InvalidInput
 
+        if args.engine_steps and args.operators:
+            raise InvalidInput("operators", True, "and --engine-steps are two measurements", "Give one")
         if args.engine_steps:
             return self.engine_steps(args)
+        if args.operators:
+            return self.operators(args)
         from gpuplace.profiling import format_table
         from gpuplace.steps.profile import profile_config, run_profile_step
 
@@ -71,9 +90,29 @@ class ProfileCommand(Command):
             raise InvalidInput(
                 "out", args.out, "must end in .json with --engine-steps", "e.g. --out steps.json"
             )
-        steps = run_engine_steps_step(args.model, Path(args.out), device=args.device)
+        steps = run_engine_steps_step(
+            args.model, Path(args.out), device=args.device, repeats=args.engine_steps_repeats
+        )
         print(steps.describe())
         for note in steps.notes:
             print(f"note: {note}")
         print(f"wrote {args.out}")
+        return 0
+
+    def operators(self, args: argparse.Namespace) -> int:
+        """The --operators mode: the operator table, written as JSON (and Markdown with --markdown)."""
+        from gpuplace.errors import InvalidInput
+        from gpuplace.steps.profile import operator_config, run_operators_step
+
+        if Path(args.out).suffix != ".json":  # the flag's file, before anything is measured
+            raise InvalidInput(
+                "out", args.out, "must end in .json with --operators", "e.g. --out operators.json"
+            )
+        table = run_operators_step(
+            operator_config(vars(args)), args.out, args.markdown, show_progress=not args.quiet
+        )
+        print(table.describe())
+        for note in table.notes:
+            print(f"note: {note}")
+        print(f"wrote {args.out}" + (f" and {args.markdown}" if args.markdown else ""))
         return 0

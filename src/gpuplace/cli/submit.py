@@ -21,9 +21,9 @@ class SubmitCommand(Command):
     )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from gpuplace.jobs.submit import pipeline_names
+        from gpuplace.jobs.submit import pipeline_names_for_help
 
-        p.add_argument("pipeline", help=f"pipeline name: {' or '.join(pipeline_names())}")
+        p.add_argument("pipeline", help=f"pipeline name, of {pipeline_names_for_help()}")
         p.add_argument(
             "--host", required=True, help="KFP API URL, e.g. https://kubeflow.example.com/pipeline"
         )

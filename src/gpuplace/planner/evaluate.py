@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.engine import GIB, VLLM_GPU_MEMORY_UTILIZATION, vllm_engine_params, vllm_kv_budget
+from gpuplace.planner.kernels import gemm_dtype, operator_step_model, operators_refusal
 from gpuplace.planner.offers import OfferedShape
 from gpuplace.planner.placement import fit_score
 from gpuplace.planner.replica import ReplicaModel, TrafficShape
@@ -32,6 +33,7 @@ from gpuplace.planner.steptime import (
 )
 from gpuplace.types import LatencyProfile, ModelArch
 from gpuplace.types.engine import EngineParams, ServingPrediction
+from gpuplace.types.operators import OperatorTable
 from gpuplace.types.plan import Candidate, Prediction, Slo
 from gpuplace.units import to_ms
 
@@ -136,11 +138,13 @@ class ServingModels:
         request: PlanRequest,
         efficiency: EfficiencyTable,
         profile: LatencyProfile | None = None,
+        operators: OperatorTable | None = None,
     ) -> None:
         self.arch = arch
         self.request = request
         self.efficiency = efficiency
         self.profile = profile
+        self.operators = operators
         self.traffic = planned_traffic(request)
         self._engines: dict[tuple[object, ...], EngineParams | Unservable] = {}
         self._replicas: dict[tuple[object, ...], ReplicaModel] = {}
@@ -206,14 +210,28 @@ class ServingModels:
             return 1.0, 1.0
         note = (
             f"--margin band: {shape.spec.architecture} GPUs judged at TTFT × {factors[0]:.2f}, TPOT × "
-            f"{factors[1]:.2f} of the prediction (the error band's slow edge, docs/benchmarks/published.md)"
+            f"{factors[1]:.2f} of the prediction (the slow edge of the 80% error band at heavy load, "
+            "docs/benchmarks/published.md)"
         )
         self._notes[note] = None
         return factors
 
     def step_model(self, shape: OfferedShape, link: str) -> StepTimeModel:
+        """The roofline of ``shape`` at its class's (or a same-GPU profile's) efficiencies, or the kernels
+        an operator table measured on its GPU class (other classes keep their defaults, and say so)."""
         eff, notes = choose_efficiencies(self.arch, shape.hardware(link), self.efficiency, self.profile)
         self._notes.update(dict.fromkeys(notes))
+        table = self.operators
+        if table is not None:
+            refusal = operators_refusal(table, shape.spec.name)
+            if not refusal and gemm_dtype(table, self.request.precision.fp8_weights) is not None:
+                model, more = operator_step_model(
+                    self.arch, shape.hardware(link), eff, table, self.request.precision
+                )
+                self._notes.update(dict.fromkeys(more))
+                return model
+            why = refusal or f"has no GEMMs for {self.request.precision.label} weights"
+            self._notes[f"--operators: the table {why}; {shape.spec.name} on its class defaults"] = None
         return roofline_step_model(self.arch, shape.hardware(link), eff, self.request.precision)
 
     def replica(self, shape: OfferedShape, link: str | None = None) -> ReplicaModel:

@@ -26,7 +26,13 @@ from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, measured_step_
 from gpuplace.types import ModelArch
 from gpuplace.types.engine import EngineParams, EngineStepProfile, ServingPrediction
 from gpuplace.types.fleet import LOCAL_INVENTORY
-from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan
+from gpuplace.types.plan import (
+    DEFAULT_MAX_LOAD_SHARE,
+    Candidate,
+    NoFeasiblePlacement,
+    Placement,
+    PlacementPlan,
+)
 from gpuplace.units import to_ms
 
 
@@ -52,6 +58,23 @@ def measured_capacity_rps(
     largest = max((s.decode_seqs for s in steps.samples if s.prefill_tokens == 0), default=1)
     top = replace(engine, max_num_seqs=max(1, min(engine.max_num_seqs, largest)))
     return fluid_capacity_rps(top, measured_step_model(steps), prompt_tokens, output_tokens)
+
+
+LIMIT_WHY = {
+    "cpu": "the default on a CPU, where the engine collapsed above half its capacity",
+    "cuda": "the default on a GPU, where no collapse was measured",
+}
+
+
+def load_share_limit(asked: float | None, steps: EngineStepProfile) -> float:
+    """The highest share of the local engine's capacity a plan may load it to: ``asked``, or by default
+    (None) :data:`~gpuplace.types.plan.DEFAULT_MAX_LOAD_SHARE` for an engine measured on a CPU, where
+    ``transformers serve`` collapsed from about half its capacity (docs/benchmarks/fidelity.md), and 1
+    on a GPU, where no such collapse was measured: the H200's closed loop at 69% of its capacity was
+    refused by the CPU rule (../shared/data/gpu-h200-2026-12-04), with no measurement behind it there."""
+    if asked is not None:
+        return asked
+    return DEFAULT_MAX_LOAD_SHARE if steps.device_kind == "cpu" else 1.0
 
 
 def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> PlacementPlan:
@@ -118,7 +141,8 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         memory_available_gib=cache_gib,
         miss=max(lat, ttft, mem) if sp.stable else math.inf,
     )
-    too_busy = share > request.max_load_share
+    limit = load_share_limit(request.max_load_share, steps)
+    too_busy = share > limit
     if not count or too_busy:
         reasons = []
         fix = "relax the SLO or lower the rate: this machine serves one replica of the local engine."
@@ -127,12 +151,12 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         if too_busy:
             reasons.append(
                 f"{rate:g} req/s is {share:.0%} of the local engine's measured capacity ({capacity:.2f} "
-                f"req/s), above max_load_share={request.max_load_share:g}: the engine admits without a "
+                f"req/s), above max_load_share={limit:g}: the engine admits without a "
                 "cap, and on a shared CPU it collapsed from about half of it up "
                 "(docs/benchmarks/fidelity.md), which no prediction shows"
             )
             fix = (
-                f"lower the rate to at most {request.max_load_share * capacity:.2f} req/s, or raise "
+                f"lower the rate to at most {limit * capacity:.2f} req/s, or raise "
                 "--max-load-share if this machine's engine is known to hold more"
                 + ("; and relax the SLO." if not count else ".")
             )
@@ -147,7 +171,9 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         "so the prediction holds for this device only",
         f"serving model: {request.simulated_requests} simulated requests of {traffic.describe()} "
         f"at {rate:g} req/s, {share:.0%} of the engine's measured capacity ({capacity:.2f} req/s; "
-        f"plans stay below {request.max_load_share:.0%} of it)",
+        f"plans stay below {limit:.0%} of it"
+        + ("" if request.max_load_share is not None else f", {LIMIT_WHY.get(steps.device_kind, '')}")
+        + ")",
     )
     inputs = {"steps": steps.to_json_dict(), "engine": engine.to_json_dict(), "request": asdict(request)}
     plan_id = inputs_id(inputs)

@@ -7,25 +7,29 @@ replica with the serving model :func:`~gpuplace.planner.search.plan_placement` s
 engine parameters, step-time model and :class:`~gpuplace.planner.replica.ReplicaModel`). No fleet, no
 plan directory. With an SLO it also finds the highest rate and the highest concurrency that still meet
 it (:func:`headroom`: an exponential search up from the lightest load, then bisection), and it carries
-the error band the published-measurement benchmark found for the GPU's class
-(:class:`~gpuplace.catalog.band.PredictionBand`). Pure: the catalogs and the band are arguments.
+the error band the published-measurement benchmark found for the GPU's class at the prediction's load regime
+(:class:`~gpuplace.catalog.band.PredictionBand`); with both, the headroom is a range: the highest rate
+judged at the band's slow edge and at its fast edge. Pure: the catalogs and the band are arguments.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplace.catalog.band import BandEdge, PredictionBand
+from gpuplace.catalog.band_fit import load_regime
 from gpuplace.catalog.efficiency import EfficiencyTable
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.engine import GIB, VLLM_GPU_MEMORY_UTILIZATION, vllm_engine_params, vllm_kv_budget
+from gpuplace.planner.kernels import OPERATORS_FIX, operator_step_model, operators_refusal
 from gpuplace.planner.offers import OfferedShape
 from gpuplace.planner.replica import ReplicaModel, TrafficShape
 from gpuplace.planner.steptime import choose_efficiencies, roofline_step_model
 from gpuplace.types import Distribution, GpuSpec, ModelArch
 from gpuplace.types.engine import EngineParams, ServingPrediction
+from gpuplace.types.operators import OperatorTable
 from gpuplace.types.plan import Slo
 from gpuplace.types.precision import BF16, Precision
 from gpuplace.types.stats import json_clean
@@ -94,6 +98,11 @@ class Headroom:
     rate_points: tuple[LoadPoint, ...]
     concurrency_points: tuple[LoadPoint, ...]
     notes: tuple[str, ...] = ()
+    # with a band: the highest rate and concurrency judged at its slow edge and at its fast edge (None:
+    # none meets it there), and the edges used (TTFT, TPOT: measured ÷ predicted)
+    band_rate_rps: tuple[float | None, float | None] | None = None
+    band_concurrency: tuple[int | None, int | None] | None = None
+    band_edges: tuple[BandEdge, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +122,19 @@ class ShapePrediction:
     headroom: Headroom | None = None
     notes: tuple[str, ...] = ()
     step_model: str = ""
+    load_share: float = 0.0  # the load ÷ the replica's fluid capacity (offered rate, or achieved throughput)
+    saturated_rps: float | None = None  # overloaded: the rate the replica completes when kept full
+
+    @property
+    def regime(self) -> str:
+        """The load regime the band is drawn for: light, heavy or saturated."""
+        return load_regime(self.load_share, self.serving.stable)
 
     @property
     def requests_per_s(self) -> float:
-        return self.serving.throughput_rps if self.serving.stable else 0.0
+        """Completed requests/s: at the load, or when overloaded the saturated rate (never 0 for a replica
+        that serves at all)."""
+        return self.serving.throughput_rps if self.serving.stable else self.saturated_rps or 0.0
 
     def distributions(self) -> dict[str, Distribution]:
         s = self.serving
@@ -144,8 +162,18 @@ class ShapePrediction:
             "stable": self.serving.stable,
             "preemptions": self.serving.preemptions,
             "num_gpu_blocks": self.engine.num_gpu_blocks,
+            "load_share": self.load_share,
+            "regime": self.regime,
             "band": {
-                e.metric: {"low": e.low, "high": e.high, "gpu_class": e.gpu_class, "rows": list(e.rows)}
+                e.metric: {
+                    "low": e.low,
+                    "high": e.high,
+                    "nominal": e.nominal,
+                    "regime": e.regime,
+                    "gpu_class": e.gpu_class,
+                    "borrowed_by": e.borrowed_by,
+                    "rows": list(e.rows),
+                }
                 for e in self.band
             },
             "step_model": self.step_model,
@@ -160,6 +188,9 @@ class ShapePrediction:
                 "max_concurrency": h.max_concurrency,
                 "headroom_notes": list(h.notes),
             }
+            if h.band_rate_rps is not None:
+                out["max_rate_rps_band"] = list(h.band_rate_rps)  # [at the slow edge, at the fast edge]
+                out["max_concurrency_band"] = list(h.band_concurrency or (None, None))
         return json_clean(out)  # type: ignore[no-any-return]
 
 
@@ -273,12 +304,21 @@ def replica_model(
     traffic: TrafficShape,
     efficiency: EfficiencyTable,
     precision: Precision = BF16,
+    operators: OperatorTable | None = None,
 ) -> tuple[ReplicaModel, tuple[str, ...]]:
-    """The replica model of ``shape`` under ``traffic`` (the planner's), and where its figures came from."""
+    """The replica model of ``shape`` under ``traffic`` (the planner's), and where its figures came from;
+    with ``operators`` (measured on ``shape``'s GPU, else refused) the measured kernels price it."""
     engine = shape_engine(arch, shape, traffic.max_context_tokens, precision)
     eff, notes = choose_efficiencies(arch, shape.hardware(), efficiency)
-    model = roofline_step_model(arch, shape.hardware(), eff, precision)
-    return ReplicaModel(engine, model, traffic), notes
+    if operators is None:
+        return ReplicaModel(
+            engine, roofline_step_model(arch, shape.hardware(), eff, precision), traffic
+        ), notes
+    refusal = operators_refusal(operators, shape.spec.name)
+    if refusal:
+        raise InvalidInput("operators", operators.describe(), refusal, OPERATORS_FIX)
+    model, more = operator_step_model(arch, shape.hardware(), eff, operators, precision)
+    return ReplicaModel(engine, model, traffic), more
 
 
 def at_load(replica: ReplicaModel, load: Load) -> ServingPrediction:
@@ -288,7 +328,9 @@ def at_load(replica: ReplicaModel, load: Load) -> ServingPrediction:
 
 
 def output_tokens_per_s(replica: ReplicaModel, pred: ServingPrediction) -> float:
-    return pred.throughput_rps * replica.mean_output_tokens if pred.stable else 0.0
+    """Output tokens/s at the load, or when overloaded at saturation (the engine kept full)."""
+    rps = pred.throughput_rps if pred.stable else replica.saturated_rps()
+    return rps * replica.mean_output_tokens
 
 
 def predict(
@@ -301,15 +343,26 @@ def predict(
     precision: Precision = BF16,
     slo: Slo | None = None,
     band: PredictionBand | None = None,
+    operators: OperatorTable | None = None,
 ) -> ShapePrediction:
     """Predict one replica of ``shape`` serving ``traffic`` at ``load``; with ``slo`` (p99 TTFT and/or
-    TPOT bounds) also the headroom; with ``band`` the error band of the GPU's class."""
-    replica, notes = replica_model(arch, shape, traffic, efficiency, precision)
+    TPOT bounds) also the headroom; with ``band`` the error band of the GPU's class; with ``operators``
+    the kernels measured on the GPU in place of its class defaults."""
+    replica, notes = replica_model(arch, shape, traffic, efficiency, precision, operators)
     sp = at_load(replica, load)
+    offered = load.rate_rps if load.rate_rps is not None else sp.throughput_rps
+    share = offered / replica.capacity_rps if replica.capacity_rps > 0 else math.inf
+    regime = load_regime(share, sp.stable)
     room = headroom(replica, slo) if slo is not None and slo.bounded else None
-    edges = band.for_gpu(shape.spec) if band is not None else ()
+    edges = band.for_gpu(shape.spec, regime) if band is not None else ()
     if band is not None and not edges:
-        notes = (*notes, f"no error band: the benchmark has no rows for {shape.spec.name}'s class")
+        notes = (
+            *notes,
+            f"no error band: the benchmark has no {regime}-load rows for {shape.spec.name}'s class",
+        )
+    notes = (*notes, *sorted({f"error band: {e.origin()}" for e in edges if e.borrowed_by}))
+    if room is not None and band is not None:
+        room = band_headroom(replica, room, band, shape.spec)
     return ShapePrediction(
         model=arch.name,
         shape=shape_label(shape),
@@ -320,10 +373,43 @@ def predict(
         engine=replica.engine,
         serving=sp,
         output_tokens_per_s=output_tokens_per_s(replica, sp),
+        saturated_rps=None if sp.stable else replica.saturated_rps(),
         band=edges,
         headroom=room,
         notes=notes,
         step_model=replica.model.source,
+        load_share=share,
+    )
+
+
+def band_headroom(replica: ReplicaModel, room: Headroom, band: PredictionBand, spec: GpuSpec) -> Headroom:
+    """``room`` with the range the band gives it: the searches again, with the SLO judged at the band's slow
+    edge (measured = predicted × high) and at its fast edge (× low), at the regime of the highest rate found:
+    light, else heavy (a load that meets a latency SLO has no growing queue, so it is judged by the band of
+    loads that queue but keep up, never by that of saturated runs)."""
+    share = (room.max_rate_rps or 0.0) / replica.capacity_rps if replica.capacity_rps > 0 else 0.0
+    regime = "light" if room.max_rate_rps and load_regime(share) == "light" else "heavy"
+    ttft, tpot = band.latency_edges(spec.architecture, regime)
+    if ttft is None and tpot is None:
+        return replace(room, notes=(*room.notes, f"no {regime}-load error band for {spec.name}: no range"))
+    slo = room.slo
+
+    def scaled(pick: str) -> Slo:
+        def bound(value: float | None, edge: BandEdge | None) -> float | None:
+            return value / getattr(edge, pick) if value is not None and edge is not None else value
+
+        return Slo(
+            ttft_p99_s=bound(slo.ttft_p99_s, ttft),
+            tpot_p99_s=bound(slo.tpot_p99_s, tpot),
+            rate_rps=slo.rate_rps,
+        )
+
+    slow, fast = headroom(replica, scaled("high")), headroom(replica, scaled("low"))
+    return replace(
+        room,
+        band_rate_rps=(slow.max_rate_rps, fast.max_rate_rps),
+        band_concurrency=(slow.max_concurrency, fast.max_concurrency),
+        band_edges=tuple(e for e in (ttft, tpot) if e is not None),
     )
 
 
@@ -363,6 +449,7 @@ def headroom(replica: ReplicaModel, slo: Slo, *, rate_steps: int = 14) -> Headro
         lo, hi = 1, 2
         while hi <= MAX_CONCURRENCY and at_c(hi):
             lo, hi = hi, hi * 2
+        hi = min(hi, MAX_CONCURRENCY + 1)  # never bisect past the cap: at it, "at least the cap"
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if at_c(mid) else (lo, mid)
@@ -387,6 +474,8 @@ def headroom(replica: ReplicaModel, slo: Slo, *, rate_steps: int = 14) -> Headro
         )
     if max_r is not None and max_r >= top * (1 - 2 ** (1 - rate_steps)):
         notes.append(f"met up to the search's top ({top:.3g} req/s, 1.5 × the fluid capacity bound)")
+    if max_c == MAX_CONCURRENCY:
+        notes.append(f"met up to the concurrency search's top ({MAX_CONCURRENCY} users)")
     return Headroom(
         slo, max_r, max_c, tuple(sorted(rates, key=lambda p: p.load.value)), tuple(conc), tuple(notes)
     )

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from gpuplace.errors import InvalidInput
 from gpuplace.labels import GPU_TAINT_KEY
 from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, TaskClass
-from gpuplace.types.plan import DEFAULT_FIT_THRESHOLD, DEFAULT_MAX_LOAD_SHARE, KINDS, MARGINS, Slo
+from gpuplace.types.plan import (
+    DEFAULT_FIT_THRESHOLD,
+    DEFAULT_MAX_LOAD_SHARE,
+    KINDS,
+    MARGINS,
+    Slo,
+)
 from gpuplace.types.precision import BF16, Precision
 from gpuplace.types.workload import Traffic
 
@@ -46,7 +52,7 @@ class PlanRequest:
     # and the planner refuses a trace whose rows never came); the serving model draws its lengths from them
     trace_lengths: tuple[tuple[int, int], ...] = ()
     simulated_requests: int = 2000  # requests per simulation of one replica (docs/serving-model.md)
-    max_load_share: float = DEFAULT_MAX_LOAD_SHARE  # local plans only
+    max_load_share: float | None = None  # local plans only; None: by the engine's device
     # "band": judge the SLO on the error band's slow edge (``latency_margin``: GPU class -> (TTFT, TPOT)
     # factors, read from the band file at the edge); "none": on the prediction itself
     margin: str = "none"
@@ -69,12 +75,12 @@ class PlanRequest:
             )
         if self.max_tp < 1 or self.max_replicas < 1:
             raise InvalidInput("max_tp/max_replicas", (self.max_tp, self.max_replicas), "must be at least 1")
-        if not 0 < self.max_load_share <= 1:
+        if self.max_load_share is not None and not 0 < self.max_load_share <= 1:
             raise InvalidInput(
                 "max_load_share",
                 self.max_load_share,
                 "must be in (0, 1]: a share of the local engine's fluid capacity",
-                f"The default is {DEFAULT_MAX_LOAD_SHARE}",
+                f"Leave it out: a CPU engine is planned up to {DEFAULT_MAX_LOAD_SHARE}, a GPU engine up to 1",
             )
         if self.simulated_requests < 50:
             raise InvalidInput(

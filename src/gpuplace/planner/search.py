@@ -31,6 +31,7 @@ from gpuplace.planner.request import KINDS, PlanRequest
 from gpuplace.planner.steptime import weight_bytes
 from gpuplace.types import Inventory, LatencyProfile, ModelArch, Node
 from gpuplace.types.engine import EngineParams
+from gpuplace.types.operators import OperatorTable
 from gpuplace.types.plan import Candidate, NoFeasiblePlacement, Placement, PlacementPlan, Prediction, Slo
 from gpuplace.units import HOURS_PER_MONTH
 
@@ -120,9 +121,11 @@ def plan_id_of(
     *,
     efficiency_version: str = "",
     profile: LatencyProfile | None = None,
+    operators: OperatorTable | None = None,
 ) -> str:
     """A hash of everything the plan depends on: same inputs, same id."""
     inputs = {
+        "operators": operators.to_json_dict() if operators is not None else None,
         "model": asdict(arch),
         "results": [
             (asdict(r.point), r.ok, r.prefill.p50, r.prefill.p99, r.tpot.p50, r.tpot.p99, r.mbu, r.mfu)
@@ -242,15 +245,17 @@ def plan_placement(
     *,
     efficiency: EfficiencyTable,
     profile: LatencyProfile | None = None,
+    operators: OperatorTable | None = None,
 ) -> PlacementPlan:
     """The cheapest placement meeting ``request.slo``; raises :class:`NoFeasiblePlacement` if none does.
 
     ``efficiency`` is the GPU-class defaults table (:func:`gpuplace.catalog.efficiency.
     load_efficiency_table`, loaded once by the caller); ``profile``, when given, calibrates the
-    efficiencies of its own GPU model only (a CPU profile calibrates none).
+    efficiencies of its own GPU model only (a CPU profile calibrates none); ``operators``, kernels
+    measured on one GPU class, price the shapes of that class in place of its defaults.
     """
     _check_one_model(arch, request, profile)
-    models = ServingModels(arch, request, efficiency, profile)
+    models = ServingModels(arch, request, efficiency, profile, operators)
     usable = usable_nodes(inventory, request.tolerated_taints)
     shapes, rejected = enumerate_shapes(usable, catalog, request, arch)
     evaluated = [(models.evaluate(s), s) for s in shapes]
@@ -302,7 +307,13 @@ def plan_placement(
     }
     all_candidates = tuple(final) + tuple(c for c in rejected if c not in final)
     pid = plan_id_of(
-        arch, inventory, request, catalog, efficiency_version=efficiency.version, profile=profile
+        arch,
+        inventory,
+        request,
+        catalog,
+        efficiency_version=efficiency.version,
+        profile=profile,
+        operators=operators,
     )
     assert cand.prediction is not None
     engine = models.engine(shape)

@@ -70,6 +70,11 @@ class StepTimeModel:
     # measured: what a request that finds the engine idle adds to its first step, by how long the engine
     # had been idle ((idle_s, extra_s) points, interpolated, the last held beyond; 0 at no idle time)
     wake: tuple[tuple[float, float], ...] = ()
+    # measured kernels (planner.kernels): the linear layers' seconds by tokens in the step and the LM head's
+    # by tokens sampled, interpolated log-log; when set they replace weights_s, gemm_s_per_token and
+    # head_s_per_sample
+    gemm_curve: tuple[tuple[float, float], ...] = ()
+    head_curve: tuple[tuple[float, float], ...] = ()
     source: str = ""
 
     def step_s(
@@ -87,7 +92,12 @@ class StepTimeModel:
         ``decode_excess_s``."""
         if tokens <= 0:
             return 0.0
-        gemm = max(self.weights_s, tokens * self.gemm_s_per_token + samples * self.head_s_per_sample)
+        if self.gemm_curve:
+            gemm = interp_loglog(self.gemm_curve, tokens) + (
+                interp_loglog(self.head_curve, samples) if samples else 0.0
+            )
+        else:
+            gemm = max(self.weights_s, tokens * self.gemm_s_per_token + samples * self.head_s_per_sample)
         excess = self.decode_excess_s
         return (
             (excess[min(decodes, len(excess)) - 1] if excess and decodes > 0 else 0.0)
@@ -119,6 +129,20 @@ class StepTimeModel:
     def prefill_s(self, prompt_tokens: int) -> float:
         """One request's whole prompt in one step, alone (the zero-load TTFT without its overhead)."""
         return self.step_s(prompt_tokens, 1, 1, 0.0, causal_pairs(0, prompt_tokens))
+
+
+def interp_loglog(points: tuple[tuple[float, float], ...], x: float) -> float:
+    """``y(x)`` through ``points`` (sorted by x, positive): log-log linear between points, the first y
+    below the first x (a kernel never gets faster with fewer rows), proportional beyond the last x."""
+    if not points:
+        return 0.0
+    if x <= points[0][0]:
+        return points[0][1]
+    if x >= points[-1][0]:
+        return points[-1][1] * x / points[-1][0]
+    k = bisect.bisect_left(points, (x,))
+    (x0, y0), (x1, y1) = points[k - 1], points[k]
+    return float(y0 * (y1 / y0) ** (math.log(x / x0) / math.log(x1 / x0)))
 
 
 def causal_pairs(offset: float, chunk: float) -> float:
@@ -288,8 +312,15 @@ def decode_excess(profile: EngineStepProfile) -> tuple[float, ...]:
     n sequences minus the profile's linear model of them, interpolated between measured counts
     (index n − 1). Empty without decode-only samples."""
     by_n: dict[int, list[float]] = {}
-    for s in profile.samples:
-        if s.prefill_tokens == 0 and not s.first_token and s.decode_seqs > 0:
+    decodes = [
+        s for s in profile.samples if s.prefill_tokens == 0 and not s.first_token and s.decode_seqs > 0
+    ]
+    # staggered decodes (streams at different phases, as under arrivals) stand for every n from the
+    # smallest staggered one up (the largest held beyond); sent-together ones below it (a lone stream is
+    # never staggered)
+    late = min((s.decode_seqs for s in decodes if s.staggered), default=math.inf)
+    for s in decodes:
+        if s.staggered or s.decode_seqs < late:
             residual = s.step_s - profile.predict_s(s.decode_seqs, s.decode_seqs, s.context_tokens)
             by_n.setdefault(s.decode_seqs, []).append(residual)
     if not by_n:

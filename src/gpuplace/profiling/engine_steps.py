@@ -43,7 +43,6 @@ Needs the serving extra (aiohttp) only when measuring; importing this module nee
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import statistics
@@ -55,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from gpuplace.errors import InvalidInput
+from gpuplace.profiling.jsonfile import read_tagged_json, write_tagged_json
 from gpuplace.types.engine import EngineStepProfile, EngineStepSample, InterferenceRun, WakeRun
 from gpuplace.units import to_ms
 
@@ -79,6 +79,19 @@ class EngineStepConfig:
     # the same decodes at a long context, so that the context term is not confounded with n
     context_batches: tuple[int, ...] = (8, 16)
     context_prompt_tokens: int = 384
+    # long contexts at many sequences, where a linear fit of the shorter ones broke on an H200 (16 decodes
+    # at 6,528 cached tokens took 59 ms against the fit's 17: ../shared/data/gpu-h200-2026-12-04)
+    # (kept below the engine's 8,192 tokens a step, so the burst's prompts fit the steps it is sent in)
+    long_batches: tuple[int, ...] = (4, 10)
+    long_prompt_tokens: int = 768
+    # staggered decodes: n streams, each sent ``staggered_every_steps`` decode steps after the last, so
+    # that they decode at different phases, as under a stream of arrivals (measured apart from the fit;
+    # on an H200 a lone stream's 10 ms gaps became 50-80 ms while others arrived and ran)
+    staggered_batches: tuple[int, ...] = (4, 8)
+    staggered_prompt_tokens: int = 512
+    staggered_every_steps: float = 6.0
+    # a request unanswered this long fails (its sample is left out with a note) rather than hang the run
+    request_timeout_s: float = 120.0
     prefill_tokens: tuple[int, ...] = (16, 64, 256, 512)
     prefill_output_tokens: int = 6
     repeats: int = 5
@@ -94,10 +107,11 @@ class EngineStepConfig:
     wake_requests: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("decode_batches", "prefill_tokens", "context_batches"):
+        optional = ("context_batches", "long_batches", "staggered_batches")
+        for name in ("decode_batches", "prefill_tokens", *optional):
             values = getattr(self, name)
             bad = any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values)
-            if bad or (not values and name != "context_batches"):
+            if bad or (not values and name not in optional):
                 raise InvalidInput(name, values, "must be positive integers", "e.g. (1, 2, 4, 8)")
         if self.decode_output_tokens < 2 * _MIN_WINDOW_TOKENS:
             raise InvalidInput(
@@ -123,6 +137,10 @@ class EngineStepConfig:
             )
         if self.repeats < 1:
             raise InvalidInput("repeats", self.repeats, "must be at least 1", "")
+        if not self.staggered_every_steps > 0:
+            raise InvalidInput(
+                "staggered_every_steps", self.staggered_every_steps, "must be positive", "e.g. 6"
+            )
 
 
 def fit_step_profile(samples: Sequence[EngineStepSample]) -> tuple[dict[str, float], float]:
@@ -131,6 +149,7 @@ def fit_step_profile(samples: Sequence[EngineStepSample]) -> tuple[dict[str, flo
     Returns the coefficients by name and the RMS relative error of the fit. A coefficient the data
     would make negative is held at 0 and the rest refitted (an active-set NNLS, enough for six terms).
     """
+    samples = [s for s in samples if not s.staggered]  # priced apart, as measured excess
     rows = [
         (
             1.0,
@@ -208,7 +227,12 @@ def measure_engine_steps(
     def run(n: int, prompt: int, output: int) -> list[Any]:
         specs = [RequestSpec(i, math.nan, prompt, output) for i in range(n)]
         prompts = [builder.build(prompt) for _ in specs]
-        result = run_load(state, specs, prompts, RunOptions(concurrency=n, show_progress=False))
+        result = run_load(
+            state,
+            specs,
+            prompts,
+            RunOptions(concurrency=n, show_progress=False, request_timeout_s=config.request_timeout_s),
+        )
         return list(result.records)
 
     # warm-up: the engine builds its cache and compiles its paths on the first requests (one batch of
@@ -218,6 +242,8 @@ def measure_engine_steps(
         run(n, 8, 4)
     for n in config.context_batches:
         run(n, config.context_prompt_tokens, 4)
+    for n in config.long_batches:
+        run(n, config.long_prompt_tokens, 4)
     run(1, max(config.prefill_tokens), 2)
     # Each sample's repeats are spread over the whole measurement (the repeat loop is the outer one):
     # on a shared machine the engine's pace drifts over tens of seconds, and a median over repeats
@@ -226,17 +252,25 @@ def measure_engine_steps(
     decode: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.decode_batches}
     long: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.context_batches}
     p_long = config.context_prompt_tokens
+    longer: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.long_batches}
+    p_longer = config.long_prompt_tokens
+    staggered: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.staggered_batches}
     prefill: dict[int, tuple[list[float], list[float]]] = {c: ([], []) for c in config.prefill_tokens}
     interference: list[InterferenceRun] = []
     wake_runs: list[WakeRun] = []
     wake_prompt = min(config.prefill_tokens)  # the wake runs' prompt: the shortest lone prefill
     for _ in range(config.repeats):
-        for prompt, batches in ((p, decode), (p_long, long)):
+        for prompt, batches in ((p, decode), (p_long, long), (p_longer, longer)):
             for n, (times, generated) in batches.items():
                 for step, made in _window_step_times(run(n, prompt, o)):
                     times.append(step)
                     generated.append(made)
         single = decode[min(decode)][0] if decode else []
+        for n, (times, generated) in staggered.items():
+            if single:
+                windows = _window_step_times(_staggered(state, builder, config, n, statistics.median(single)))
+                times.extend(step for step, _ in windows)
+                generated.extend(made for _, made in windows)
         if config.injected and single:
             measured = _interference(state, builder, config, statistics.median(single))
             if measured is None:
@@ -262,13 +296,15 @@ def measure_engine_steps(
             f"({', '.join(f'{to_ms(w):.2f}' for w in works)} ms)"
         )
     samples: list[EngineStepSample] = []
-    for prompt, batches in ((p, decode), (p_long, long)):
+    runs = ((p, decode, False), (p_long, long, False), (p_longer, longer, False))
+    for prompt, batches, late in (*runs, (config.staggered_prompt_tokens, staggered, True)):
         for n, (times, generated) in batches.items():
             if not times:
                 notes.append(f"decode n={n} at {prompt} tokens: no window where all {n} streams decoded")
                 continue
             context = n * (prompt + statistics.median(generated))
-            samples.append(EngineStepSample(n, 0, 0, round(context), 0, statistics.median(times)))
+            step = statistics.median(times)
+            samples.append(EngineStepSample(n, 0, 0, round(context), 0, step, staggered=late))
     for c, (ttfts, gaps) in prefill.items():
         if ttfts:
             pairs = c * (c + 1) // 2
@@ -309,10 +345,31 @@ def _interference(
         for k in range(config.injected)
     ]
     prompts = [builder.build(s.prompt_tokens) for s in specs]
-    records = run_load(state, specs, prompts, RunOptions(show_progress=False)).records
+    records = run_load(
+        state, specs, prompts, RunOptions(show_progress=False, request_timeout_s=config.request_timeout_s)
+    ).records
     if not all(r.success for r in records):
         return None
     return interference_gaps(records)
+
+
+def _staggered(state: Any, builder: Any, config: EngineStepConfig, n: int, step_s: float) -> list[Any]:
+    """``n`` streams of the staggered prompt, each sent ``staggered_every_steps`` 1-decode steps
+    (``step_s``) after the last, long enough that all ``n`` decode together for at least 24 steps after
+    the last one's first token; [] when a request failed."""
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.workload import RequestSpec
+
+    every = config.staggered_every_steps * step_s
+    output = math.ceil((n - 1) * config.staggered_every_steps) + 24 + 2 * _MIN_WINDOW_TOKENS
+    specs = [RequestSpec(k, k * every, config.staggered_prompt_tokens, output) for k in range(n)]
+    records = run_load(
+        state,
+        specs,
+        [builder.build(s.prompt_tokens) for s in specs],
+        RunOptions(show_progress=False, request_timeout_s=config.request_timeout_s),
+    ).records
+    return list(records) if all(r.success for r in records) else []
 
 
 def _wake(
@@ -329,7 +386,12 @@ def _wake(
     for k, idle in enumerate(levels):
         at += 1.5 * e2e_s + 0.002 + idle
         specs.append(RequestSpec(k + 1, at, prompt, 2))
-    records = run_load(state, specs, [builder.build(prompt) for _ in specs], RunOptions(show_progress=False))
+    records = run_load(
+        state,
+        specs,
+        [builder.build(prompt) for _ in specs],
+        RunOptions(show_progress=False, request_timeout_s=config.request_timeout_s),
+    )
     idle_s, ttft_s = wake_points(records.records)
     return WakeRun(hot_ttft_s, idle_s, ttft_s)
 
@@ -400,30 +462,16 @@ ENGINE_STEPS_FORMAT = "gpuplace-engine-steps/1"
 
 def write_engine_steps(profile: EngineStepProfile, path: str | os.PathLike[str]) -> Path:
     """Write a measured engine-step profile as JSON (atomically: a reader never sees half a file)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    data = {"format": ENGINE_STEPS_FORMAT, **profile.to_json_dict()}
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, out)
-    return out
+    return write_tagged_json(profile.to_json_dict(), ENGINE_STEPS_FORMAT, path)
 
 
 def read_engine_steps(path: str | os.PathLike[str]) -> EngineStepProfile:
     """The profile :func:`write_engine_steps` wrote; a clear error for anything else."""
-    p = Path(path)
-    fix = "Measure the local engine first: gpuplace profile --model MODEL --engine-steps --out steps.json"
-    try:
-        text = p.read_text()
-    except (FileNotFoundError, IsADirectoryError):
-        raise InvalidInput("engine_steps", str(p), "no such file", fix) from None
-    try:
-        data = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as e:
-        raise InvalidInput("engine_steps", str(p), f"is not JSON ({e})", fix) from None
-    if not isinstance(data, dict) or data.get("format") != ENGINE_STEPS_FORMAT:
-        raise InvalidInput("engine_steps", str(p), "holds no measured engine steps", fix)
-    try:
-        return EngineStepProfile.from_json_dict(data)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise InvalidInput("engine_steps", str(p), f"is not an engine-step profile ({e})", fix) from None
+    return read_tagged_json(
+        path,
+        ENGINE_STEPS_FORMAT,
+        EngineStepProfile.from_json_dict,
+        field="engine_steps",
+        what="measured engine steps",
+        fix="Measure the local engine first: gpuplace profile --model MODEL --engine-steps --out steps.json",
+    )

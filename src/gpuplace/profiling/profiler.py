@@ -30,6 +30,7 @@ from gpuplace.catalog import GpuCatalog, load_gpu_catalog
 from gpuplace.catalog.models import ModelSource, model_arch_from_config, resolve_model
 from gpuplace.errors import InvalidInput
 from gpuplace.profiling import roofline
+from gpuplace.profiling.breakdown import StepBreakdown, breakdown, trace_steps, write_breakdowns
 from gpuplace.profiling.device import (
     check_dtype_runs,
     default_dtype,
@@ -67,6 +68,9 @@ class ProfileConfig:
     seed: int = 0
     random_weights: bool = True
     memory_limit_gib: float | None = None  # cap below the device's free memory; points above it fail
+    breakdown_out: str | None = None  # trace the static points' decode steps into this JSON file
+    # static mode: inductor options beside CUDA graphs, e.g. (("coordinate_descent_tuning", True),)
+    compile_options: tuple[tuple[str, Any], ...] = ()
     gpu_catalog: str | None = None
     extra_notes: tuple[str, ...] = field(default=())
 
@@ -138,7 +142,14 @@ def estimate_point_gib(arch: ModelArch, point: SweepPoint) -> float:
 class _Runner:
     """Runs the generations of one (model, dtype, mode, batch) group."""
 
-    def __init__(self, model: Any, device: torch.device, mode: str, clock: Clock) -> None:
+    def __init__(
+        self,
+        model: Any,
+        device: torch.device,
+        mode: str,
+        clock: Clock,
+        compile_options: tuple[tuple[str, Any], ...] = (),
+    ) -> None:
         self.model = model
         self.device = device
         self.mode = mode
@@ -146,20 +157,44 @@ class _Runner:
         self.key = cache_kwarg(model)
         self._static_cache: Any = None
         self._static_shape: tuple[int, int] | None = None
-        self._decode = self._eager_decode
+        self.graphs = mode == "static" and device.type == "cuda"
+        self._compiled: Any = None
         if mode == "static":
-            compile_mode = "reduce-overhead" if device.type == "cuda" else "default"
-            self._decode = torch.compile(
-                self._eager_decode, mode=compile_mode, dynamic=False, fullgraph=False
-            )
+            # fullgraph: a graph break would split the step into several CUDA graphs with eager Python
+            # between them (tests/unit/test_profiler.py compiles the decode step this way on the CPU)
+            # mode="reduce-overhead" is inductor's triton.cudagraphs option; given as options, others join it
+            options = {"triton.cudagraphs": self.graphs, **dict(compile_options)}
+            self._compiled = torch.compile(self._eager_decode, options=options, dynamic=False, fullgraph=True)
 
-    def _eager_decode(self, token: torch.Tensor, cache: Any) -> torch.Tensor:
-        out = self.model(input_ids=token, use_cache=True, **{self.key: cache})
+    def _eager_decode(self, token: torch.Tensor, cache: Any, position: torch.Tensor | None) -> torch.Tensor:
+        extra = {} if position is None else {"cache_position": position}
+        out = self.model(input_ids=token, use_cache=True, **extra, **{self.key: cache})
         next_token: torch.Tensor = out.logits[:, -1].argmax(-1, keepdim=True)
         return next_token
 
+    def _decode(self, token: torch.Tensor, cache: Any, position: torch.Tensor) -> torch.Tensor:
+        """One decode step. Eager: the model with its dynamic cache. Static: the compiled step with the
+        cache position given (a static cache would otherwise count its filled slots every step).
+
+        Under CUDA graphs each replay writes its output into the same memory, and the step's output token
+        is the next step's input: without marking each replay as a new step and copying the token out,
+        the second replay reads a tensor the first one's successor overwrote, which torch refuses
+        ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run", seen on
+        an H200, ../shared/data/gpu-h200-2026-12-04). The copy is one 8-byte-per-sequence kernel."""
+        step = self._compiled or self._eager_decode
+        at = position if self.mode == "static" else None
+        if self.graphs:
+            torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]
+            replayed: torch.Tensor = step(token, cache, at).clone()
+            return replayed
+        out: torch.Tensor = step(token, cache, at)
+        return out
+
     def _prefill(self, ids: torch.Tensor, cache: Any) -> torch.Tensor:
-        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.key: cache})
+        extra = (
+            {} if self.mode == "eager" else {"cache_position": torch.arange(ids.shape[1], device=ids.device)}
+        )
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **extra, **{self.key: cache})
         first_token: torch.Tensor = out.logits[:, -1].argmax(-1, keepdim=True)
         return first_token
 
@@ -178,12 +213,14 @@ class _Runner:
         batch, prompt = ids.shape
         cache = self._cache(batch, prompt + output_tokens)
         self.clock.prepare(output_tokens + 1)
+        # positions are made before the timed region: a server's engine has them in its batch already
+        positions = [torch.tensor([prompt + i], device=self.device) for i in range(output_tokens - 1)]
         synchronize(self.device)
         self.clock.mark()
         token = self._prefill(ids, cache)
         self.clock.mark()
-        for _ in range(output_tokens - 1):
-            token = self._decode(token, cache)
+        for position in positions:
+            token = self._decode(token, cache, position)
             self.clock.mark()
         return self.clock.intervals()
 
@@ -314,6 +351,37 @@ def measure_point(
     )
 
 
+def _breakdown(
+    runner: _Runner, arch: ModelArch, point: SweepPoint, result: PointResult, bandwidth_gbps: float
+) -> StepBreakdown:
+    """Trace 8 decode steps of ``point`` with the runner that timed it (its graphs already captured)."""
+    batch, prompt = point.batch_size, point.prompt_tokens
+    steps = min(8, point.output_tokens - 1)
+    ids = torch.randint(arch.vocab_size // 2, arch.vocab_size, (batch, prompt), device=runner.device)
+    # the static cache was made under inference mode: resetting it outside raised on the H200
+    with torch.inference_mode():
+        cache = runner._cache(batch, prompt + point.output_tokens)
+        token = runner._prefill(ids, cache)
+        at = iter([torch.tensor([prompt + i], device=runner.device) for i in range(steps)])
+        state = {"token": token}
+
+        def step() -> None:
+            state["token"] = runner._decode(state["token"], cache, next(at))
+
+        kernels = trace_steps(step, steps, runner.device)
+    return breakdown(
+        kernels,
+        steps,
+        batch_size=batch,
+        prompt_tokens=prompt,
+        dtype=point.dtype,
+        mode=point.mode,
+        step_s=result.decode_step.median,
+        weight_bytes=float(arch.decode_weight_params * roofline.dtype_bytes(point.dtype)),
+        bandwidth_gbps=bandwidth_gbps,
+    )
+
+
 def _check_profiler_off() -> None:
     if torch.autograd.profiler._is_profiler_enabled:
         raise RuntimeError(
@@ -357,6 +425,7 @@ def run_profile(
     results: list[PointResult] = []
     arch: ModelArch | None = None
     peaks: dict[str, float] = {}
+    breakdowns: list[StepBreakdown] = []
     with Progress(len(points), f"profile {config.model} on {device}", enabled=show_progress) as progress:
         for d in dtypes:
             model = build_model(source, torch_dtype(d), device, random_weights=config.random_weights)
@@ -364,7 +433,7 @@ def run_profile(
             peaks[d] = peak_fn(d)
             for mode in config.modes:
                 clock = clock_for(device)
-                runner = _Runner(model, device, mode, clock)
+                runner = _Runner(model, device, mode, clock, config.compile_options)
                 for point in (p for p in points if p.dtype == d and p.mode == mode):
                     result = measure_point(
                         runner,
@@ -379,6 +448,11 @@ def run_profile(
                         info=info,
                     )
                     results.append(result)
+                    if config.breakdown_out and mode == "static" and result.ok:
+                        try:  # a diagnostic: its failure must not cost the sweep
+                            breakdowns.append(_breakdown(runner, arch, point, result, bandwidth))
+                        except RuntimeError as e:
+                            info = replace(info, notes=(*info.notes, f"breakdown of {point}: {e}"))
                     if on_point is not None:
                         on_point(result)
                     progress.advance(describe_point(result))
@@ -386,6 +460,8 @@ def run_profile(
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     assert arch is not None
+    if config.breakdown_out:
+        write_breakdowns(breakdowns, config.breakdown_out)
 
     def remeasure() -> tuple[float, dict[str, float]]:
         again_bw, _, again_peak = _bandwidth(device, info, catalog)

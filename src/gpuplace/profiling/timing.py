@@ -10,9 +10,12 @@ region so that allocating them is not timed.
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
+from collections.abc import Callable, Sequence
 from itertools import pairwise
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -72,3 +75,61 @@ class CudaClock:
 
 def clock_for(device: torch.device) -> Clock:
     return CudaClock(device) if device.type == "cuda" else CpuClock()
+
+
+def median_spread(times: Sequence[float]) -> tuple[float, float]:
+    s = sorted(times)
+    median = statistics.median(s)
+    lo, hi = s[int(0.1 * (len(s) - 1))], s[math.ceil(0.9 * (len(s) - 1))]
+    return median, (hi - lo) / median if median > 0 else math.nan
+
+
+def time_calls(
+    call: Callable[[int], Any], copies: int, device: torch.device, *, repeats: int, warmup: int
+) -> tuple[float, float]:
+    """(median seconds of one call, spread) of ``call(i)`` over copies ``i = 0 … copies − 1`` in turn.
+
+    On a GPU one sample replays a CUDA graph of one pass over the copies (the graph is captured after
+    ``warmup`` eager passes; where capture fails, e.g. an op that syncs, the eager pass is timed); on a
+    CPU one sample is one pass. A sample's time is divided by ``copies``."""
+    for _ in range(max(warmup, 1)):
+        for i in range(copies):
+            call(i)
+    if device.type != "cuda":
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for i in range(copies):
+                call(i)
+            samples.append((time.perf_counter() - t0) / copies)
+        return median_spread(samples)
+    synchronize(device)
+    replay: Callable[[], Any]
+    try:
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            for i in range(copies):  # a warm pass on the side stream, as capture requires
+                call(i)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        with torch.cuda.graph(graph):
+            for i in range(copies):
+                call(i)
+        replay = graph.replay
+    except RuntimeError:
+        torch.cuda.synchronize(device)
+
+        def replay() -> None:
+            for i in range(copies):
+                call(i)
+
+    replay()
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]  # type: ignore[no-untyped-call]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]  # type: ignore[no-untyped-call]
+    for a, b in zip(start, end, strict=True):
+        a.record()
+        replay()
+        b.record()
+    torch.cuda.synchronize(device)
+    return median_spread([seconds(a.elapsed_time(b)) / copies for a, b in zip(start, end, strict=True)])

@@ -88,7 +88,7 @@ def measure_local_deployment(
 
 
 def run_engine_steps_step(
-    model: str, out: Path, *, device: str = "auto", workdir: Path | None = None
+    model: str, out: Path, *, device: str = "auto", workdir: Path | None = None, repeats: int | None = None
 ) -> EngineStepProfile:
     """``gpuplace profile --engine-steps`` and the ``profile_latency`` component: measure the local engine
     and write the profile (:func:`gpuplace.profiling.engine_steps.write_engine_steps`) to ``out``."""
@@ -97,7 +97,8 @@ def run_engine_steps_step(
     from gpuplace.profiling.engine_steps import write_engine_steps
 
     with tempfile.TemporaryDirectory(prefix="gpuplace-steps-") as tmp:
-        profile = profile_local_engine(model, workdir=workdir or Path(tmp), device=device)
+        config = EngineStepConfig() if repeats is None else EngineStepConfig(repeats=repeats)
+        profile = profile_local_engine(model, workdir=workdir or Path(tmp), device=device, config=config)
     write_engine_steps(profile, out)
     return profile
 

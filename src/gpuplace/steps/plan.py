@@ -115,21 +115,23 @@ def trace_lengths(path: str) -> tuple[tuple[int, int], ...]:
 
 
 def band_margins(path: str | None = None) -> dict[str, tuple[float, float]]:
-    """Per GPU class, the (TTFT, TPOT) factors ``--margin band`` judges the SLO with: the slow (high)
-    edge of the error band's p99 where the benchmark measured one, else its p50 (TPOT: or ITL); never
+    """Per GPU class, the (TTFT, TPOT) factors ``--margin band`` judges the SLO with: the slow (high) edge
+    of the error band at heavy load (where capacity is decided) for the p99 where the benchmark has one,
+    else the p50 (TPOT: or ITL), the class's own band, Hopper's for Blackwell, else the pooled one; never
     below 1."""
-    from gpuplace.catalog.band import load_prediction_band
+    from gpuplace.catalog.band import BORROWS, load_prediction_band
+    from gpuplace.catalog.band_fit import POOLED
+    from gpuplace.catalog.gpus import load_gpu_catalog
 
     band = load_prediction_band(path)
+    classes = {g.architecture for g in load_gpu_catalog()} | {c for c, _, _ in band.edges} | set(BORROWS)
     out: dict[str, tuple[float, float]] = {}
-    for cls in sorted({c for c, _ in band.edges}):
-
-        def high(*metrics: str, cls: str = cls) -> float:
-            edge = next((band.edges[(cls, m)] for m in metrics if (cls, m) in band.edges), None)
-            # never below the prediction: a band whose rows all measured faster does not relax a plan
-            return max(1.0, edge.high) if edge is not None else 1.0
-
-        out[cls] = (high("ttft_p99", "ttft_p50"), high("tpot_p99", "tpot_p50", "itl_p50"))
+    for cls in sorted(classes - {POOLED}):
+        ttft, tpot = band.latency_edges(cls, "heavy")
+        if ttft is None and tpot is None:
+            continue
+        # never below the prediction: a band whose rows all measured faster does not relax a plan
+        out[cls] = (max(1.0, ttft.high if ttft else 1.0), max(1.0, tpot.high if tpot else 1.0))
     return out
 
 
@@ -167,7 +169,7 @@ def local_target(engine_steps: Path | None, arch: ModelArch, machine: Inventory)
 def local_image(options: ServingOptions) -> str:
     """The image a plan for this machine runs in on a cluster node: the one given, unless it is a vLLM
     image (which serves no ``transformers serve``), else gpuplace's CPU serving image."""
-    from gpuplace.components.images import CPU_IMAGE, SERVING_IMAGE
+    from gpuplace.images import CPU_IMAGE, SERVING_IMAGE
     from gpuplace.manifests import VLLM_IMAGE
 
     return CPU_IMAGE if options.image in (VLLM_IMAGE, SERVING_IMAGE) else options.image
@@ -184,6 +186,7 @@ def run_plan_step(
     workload: str = "",
     engine_steps: Path | None = None,
     emit: EmitOptions | None = None,
+    operators: Path | None = None,
 ) -> PlanStepResult:
     """Plan ``request`` on ``inventory`` and write the plan directory ``out``.
 
@@ -204,12 +207,14 @@ def run_plan_step(
     from gpuplace.planner.fragmentation import FleetWorkload
     from gpuplace.planner.tables import candidates_table
     from gpuplace.profiling import load_profile
+    from gpuplace.profiling.operator_table import read_operator_table
 
     if profile is not None and not profile.is_file():
         raise InvalidInput(
             "profile", str(profile), "no such file", "Run `gpuplace profile --out <file>.parquet` first"
         )
     measured = load_profile(profile) if profile is not None else None
+    kernels = read_operator_table(operators) if operators is not None else None
     arch = model_arch(request.model, measured)
     # what the request takes from files, each read once, added to it in one step
     read: dict[str, Any] = {}
@@ -220,6 +225,13 @@ def run_plan_step(
     source = inventory_source(inventory)
     fleet = load_inventory(source, catalog=catalog)
     if fleet.is_local:
+        if operators is not None:
+            raise InvalidInput(
+                "operators",
+                str(operators),
+                "prices vLLM on a fleet's GPUs; the local target is priced by its engine's measured steps",
+                "Leave --operators out with --inventory local (give --engine-steps), or plan a fleet",
+            )
         request = replace(request, **read)
         plan = plan_local(arch, local_target(engine_steps, arch, fleet), request)
         plan = replace(plan, serving=local_serving_spec(plan, local_image(options)))
@@ -239,13 +251,16 @@ def run_plan_step(
     else:
         mix = FleetWorkload("given", request.task_mix, 0, "--task-mix")
     request = replace(request, **read)
-    plan = plan_placement(arch, fleet, catalog, request, efficiency=load_efficiency_table(), profile=measured)
+    plan = plan_placement(
+        arch, fleet, catalog, request, efficiency=load_efficiency_table(), profile=measured, operators=kernels
+    )
     if mix.detail:
         plan = replace(plan, notes=(*plan.notes, f"fragmentation workload: {mix.source} ({mix.detail})"))
     plan = replace(plan, serving=serving_spec(plan, fleet, options))
     emit = emit or EmitOptions()
     manifests = build_manifests(plan, fleet, options, emit)
     notes = tuple(f"form {f} left out: {why}" for f, why in manifests.left_out.items())
+    notes += manifests.notes
     if nodes_per_replica(plan) > 1:
         notes += (multi_node_note(plan, manifests.forms, default=not emit.explicit),)
     if notes:

@@ -28,6 +28,14 @@ SHAPE: tuple[Param, ...] = (
     Param("share", float, 1.0, "a time-sliced share of one GPU, e.g. 0.5", component=False),
     Param("dtype", str, "bf16", "weights (fp8: W8A8)", choices=("bf16", "fp8"), component=False),
     Param("kv_cache_dtype", str, "auto", "KV cache dtype", choices=("auto", "fp8"), component=False),
+    Param(
+        "operators",
+        str,
+        "",
+        "an operator table measured on this GPU (gpuplace profile --operators): its kernels, not the class "
+        "defaults, price the shape",
+        component=False,
+    ),
 )
 TRAFFIC: tuple[Param, ...] = (
     Param("rate", float, None, "open-loop requests/s", unit="req/s", component=False),
@@ -77,6 +85,7 @@ def run_predict_step(params: Mapping[str, Any], catalog: GpuCatalog) -> ShapePre
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.predict import Load, predict, shape_spec
     from gpuplace.planner.replica import TrafficShape
+    from gpuplace.profiling.operator_table import read_operator_table
     from gpuplace.types.plan import Slo
     from gpuplace.types.precision import Precision
     from gpuplace.types.workload import Traffic
@@ -103,4 +112,5 @@ def run_predict_step(params: Mapping[str, Any], catalog: GpuCatalog) -> ShapePre
         precision=Precision.parse(v["dtype"], v["kv_cache_dtype"]),
         slo=slo if slo.bounded else None,
         band=load_prediction_band(),
+        operators=read_operator_table(v["operators"]) if v["operators"] else None,
     )

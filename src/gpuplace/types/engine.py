@@ -102,6 +102,10 @@ class EngineStepSample:
     prefill_pairs: int  # (query, key) pairs of the step's causal prefill attention
     step_s: float
     first_token: bool = False
+    # decodes measured while the streams were at different phases (each arrived some steps after the
+    # last), as a server under load runs them, rather than sent together: kept out of the linear fit and
+    # priced as the measured excess of n such decodes over it (planner.steptime.decode_excess)
+    staggered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +252,7 @@ class EngineStepProfile:
                     s.prefill_pairs,
                     s.step_s,
                     s.first_token,
+                    *([True] if s.staggered else []),
                 ]
                 for s in self.samples
             ],
@@ -275,7 +280,14 @@ class EngineStepProfile:
             request_work_s=float(data.get("request_work_s") or 0.0),
             samples=tuple(
                 EngineStepSample(
-                    int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5]), bool(r[6])
+                    int(r[0]),
+                    int(r[1]),
+                    int(r[2]),
+                    int(r[3]),
+                    int(r[4]),
+                    float(r[5]),
+                    bool(r[6]),
+                    bool(r[7]) if len(r) > 7 else False,
                 )
                 for r in rows
             ),

@@ -27,8 +27,10 @@ DEFAULT_FIT_THRESHOLD = 0.85
 # The shape kinds a plan may choose from, and how it may judge the SLO (gpuplace.planner.request).
 KINDS: tuple[str, ...] = ("whole", "mig", "shared")
 MARGINS: tuple[str, ...] = ("none", "band")
-# local plans: the highest rate, as a share of the local engine's measured fluid capacity, to plan
-# (transformers serve admits without a cap and collapsed above it: docs/placement.md "Headroom")
+# local plans on a CPU: the highest rate, as a share of the local engine's measured fluid capacity, to plan
+# (transformers serve admits without a cap and on this shared CPU collapsed above it: docs/placement.md
+# "Headroom"). No such collapse was measured on a GPU, so a CUDA engine is planned up to its capacity
+# (a request's None: the share by the engine's device; gpuplace.planner.local.load_share_limit).
 DEFAULT_MAX_LOAD_SHARE = 0.5
 
 

@@ -103,3 +103,40 @@ def test_runs_under_the_local_runner(kfp_local: Path, tiny_profile: Path) -> Non
     plan_pipeline(profile_uri=str(tiny_profile))
     plans = list(kfp_local.glob("**/plan-placement/plan/plan.json"))
     assert len(plans) == 1 and read_plan_dir(plans[0]).plan.model == "tiny"
+
+
+def test_python_func_takes_the_profiles_operator_table_and_an_empty_one_as_none(tmp_path: Path) -> None:
+    """The profile task's ``operators`` output: empty when it measured none (the plan is then the one made
+    without it), else a table, which prices its GPU class (here the H200's real table on an H200 fleet)."""
+    repo = Path(__file__).resolve().parents[4]
+    fleet = tmp_path / "h200.yaml"
+    fleet.write_text(
+        "schema: gpuplace.io/fleet/v1\nname: h200-test\ndescription: one 8×H200 host\n"
+        "defaults: {cpu_cores: 192, memory_gib: 2048, numa_nodes: 2}\n"
+        "nodes:\n  - name: h200-{i}\n    count: 1\n    gpus:\n"
+        "      - {product: NVIDIA-H200, count: 8, numa_node: 0, nvlink_island: nvswitch}\n"
+    )
+    empty = tmp_path / "operators"
+    empty.write_text("")
+    ids = {}
+    for name, table in (
+        ("none", None),
+        ("empty", empty),
+        ("h200", repo / "docs/benchmarks/gpu/2026-12-04/operators.json"),
+    ):
+        plan_dir = _Out(tmp_path / name)
+        out = plan_placement.python_func(
+            plan=plan_dir,
+            candidates=_Out(tmp_path / f"{name}.md"),
+            metrics=_Out(tmp_path / f"{name}.m"),
+            operators=_Out(table) if table is not None else None,
+            model="llama-3.1-8b",
+            slo_tpot_ms=50,
+            slo_ttft_ms=2000,
+            rate=5,
+            inventory=str(fleet),
+        )
+        ids[name] = out.plan_id
+        notes = read_plan_dir(plan_dir.path).plan.notes
+        assert any("kernels measured on it" in n for n in notes) == (name == "h200"), notes
+    assert ids["none"] == ids["empty"] != ids["h200"]

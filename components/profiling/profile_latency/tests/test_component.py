@@ -14,7 +14,10 @@ from tests.support.kfp_artifacts import FakeArtifact as _Out
 
 
 def test_python_func_writes_all_outputs(tmp_path: Path) -> None:
-    outs = {n: _Out(tmp_path / n) for n in ("profile", "device_info", "metrics", "summary", "engine_steps")}
+    outs = {
+        n: _Out(tmp_path / n)
+        for n in ("profile", "device_info", "metrics", "summary", "engine_steps", "operators")
+    }
     profile_latency.python_func(
         **outs,
         model="tiny",
@@ -34,10 +37,14 @@ def test_python_func_writes_all_outputs(tmp_path: Path) -> None:
     # not asked to measure the local engine: its output is empty, which the plan step reads as "not
     # measured" (and says how to measure it)
     assert Path(outs["engine_steps"].path).read_text() == ""
+    assert Path(outs["operators"].path).read_text() == ""  # not measured: the plan reads it as none
 
 
 def test_python_func_rejects_bad_input_before_writing(tmp_path: Path) -> None:
-    outs = {n: _Out(tmp_path / n) for n in ("profile", "device_info", "metrics", "summary", "engine_steps")}
+    outs = {
+        n: _Out(tmp_path / n)
+        for n in ("profile", "device_info", "metrics", "summary", "engine_steps", "operators")
+    }
     with pytest.raises(ValueError, match=r"batch_sizes='1,x'"):
         profile_latency.python_func(**outs, model="tiny", device="cpu", batch_sizes="1,x")
     assert not any(Path(o.path).exists() for o in outs.values())
@@ -45,7 +52,14 @@ def test_python_func_rejects_bad_input_before_writing(tmp_path: Path) -> None:
 
 def test_component_spec_compiles_with_its_interface() -> None:
     spec = profile_latency.component_spec
-    assert set(spec.outputs or {}) == {"profile", "device_info", "metrics", "summary", "engine_steps"}
+    assert set(spec.outputs or {}) == {
+        "profile",
+        "device_info",
+        "metrics",
+        "summary",
+        "engine_steps",
+        "operators",
+    }
     assert spec.inputs["measure_engine_steps"].default is False
     assert spec.inputs["model"].default == "tiny"
     assert spec.implementation.container.image.startswith("ghcr.io/gpuplace/gpuplace-cuda:")
