@@ -63,12 +63,20 @@ def test_the_committed_report_is_rendered_from_its_json(bench: Any, committed: d
 
 
 def test_the_committed_band_is_the_one_the_results_give(
-    bench: Any, committed: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bench: Any, committed: dict[str, Any], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(bench, "BAND", tmp_path / "band.csv")
-    bench.write_band(bench.band_rows(committed["results"]))
+    bench.write_band(bench.band_points(committed["results"]), tmp_path / "band.csv")
     with (tmp_path / "band.csv").open() as f:
         derived = list(csv.reader(f))
     with (REPO / "src" / "gpuplace" / "catalog" / "data" / "prediction_band.csv").open() as f:
         shipped = list(csv.reader(f))
     assert derived == shipped
+
+
+def test_the_committed_coverage_is_the_one_the_results_give(bench: Any, committed: dict[str, Any]) -> None:
+    """The held-out coverage published.md reports is the leave-one-publisher-out count of today's band fit
+    over the committed figures, not a number written by hand."""
+    again = bench.coverage_report(bench.band_points(committed["results"]))
+    assert {k: again[k] for k in ("inside", "judged", "no_band")} == {
+        k: committed["coverage"][k] for k in ("inside", "judged", "no_band")
+    }

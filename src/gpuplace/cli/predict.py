@@ -85,15 +85,35 @@ def predict_text(result: object) -> str:
         lines.append(f"  {name.upper():5} {to_ms(d.p50):10.2f} {to_ms(d.p90):10.2f} {to_ms(d.p99):10.2f}")
     lines.append(
         f"  {result.requests_per_s:.2f} requests/s, {result.output_tokens_per_s:.0f} output tokens/s"
-        + ("" if result.serving.stable else " — UNSTABLE: the replica cannot keep up with this load")
+        + (
+            ""
+            if result.serving.stable
+            else " at saturation — OVERLOADED: the replica cannot keep up with this load"
+        )
     )
+    lines.append(f"  load: {result.load_share:.0%} of the replica's fluid capacity ({result.regime} load)")
     for edge in result.band:
         lines.append(f"  band {edge.describe()}")
     if result.headroom is not None:
         h = result.headroom
         rate = "none" if h.max_rate_rps is None else f"{h.max_rate_rps:.3g} req/s"
         conc = "none" if h.max_concurrency is None else str(h.max_concurrency)
-        lines.append(f"  headroom: highest rate {rate}, highest concurrency {conc} within the SLO")
+        lines.append(
+            f"  headroom: highest rate {rate}, highest concurrency {conc} within the SLO (the prediction)"
+        )
+        if h.band_rate_rps is not None:
+            (slow_r, fast_r), (slow_c, fast_c) = h.band_rate_rps, h.band_concurrency or (None, None)
+            edges = ", ".join(f"{e.metric} × {e.low:.2f}–{e.high:.2f}" for e in h.band_edges)
+            lines.append(
+                f"  headroom within the band ({edges}, {h.band_edges[0].regime} load): "
+                f"rate {_or_none(slow_r, 'req/s')} to {_or_none(fast_r, 'req/s')}, "
+                f"concurrency {_or_none(slow_c)} to {_or_none(fast_c)}"
+                " (slow edge to fast edge)"
+            )
         lines += [f"  note: {n}" for n in h.notes]
     lines += [f"  note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _or_none(value: float | None, unit: str = "") -> str:
+    return "none" if value is None else f"{value:.3g}" + (f" {unit}" if unit else "")

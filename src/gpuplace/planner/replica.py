@@ -155,6 +155,13 @@ class ReplicaModel:
             self._cache[key] = hit
         return hit
 
+    def saturated_rps(self) -> float:
+        """The completion rate when the engine is kept full: a closed loop of as many users as it runs at
+        once (``max_num_seqs``, or what its KV cache holds at the traffic's mean lengths)."""
+        per_request = self.mean_prompt_tokens + self.mean_output_tokens
+        at_once = min(self.engine.max_num_seqs, int(self.engine.kv_capacity_tokens // max(per_request, 1)))
+        return self.at_concurrency(max(1, at_once)).throughput_rps
+
     def fewest_replicas(
         self, rate_rps: float, meets: Callable[[ServingPrediction], bool], max_replicas: int
     ) -> tuple[int, ServingPrediction]:

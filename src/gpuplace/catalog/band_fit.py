@@ -1,0 +1,161 @@
+"""How the error band is drawn from published measurements, and how its coverage is measured out of sample.
+
+A published figure and gpuplace's prediction of it give one ratio, measured ÷ predicted, with the figure's
+GPU class, metric, load regime and source (the publisher: MLPerf, the vLLM blog, Lambda, ...). The band of a
+(class, metric, regime) cell is a prediction interval for the next ratio at the nominal level (80%): in log
+space, mean ± t(n − 1) · s · √(1 + 1/n) over the cell's ratios, the interval a new draw from the same
+log-normal falls in with that probability. A cell needs :data:`MIN_ROWS` rows from :data:`MIN_SOURCES`
+sources; one that has fewer borrows the cell of the same metric and regime pooled over every class (level
+``all classes``), and where that too is short there is no band, said so.
+
+The coverage reported beside the band is measured by cross-validation grouped by source
+(:func:`cross_validate`): each source's rows are judged by the band drawn from the other sources' rows
+only, so no row sits in the band that judges it, and a publisher's own bias (its harness, its lengths)
+counts against the band as it would for a user's cluster.
+
+The load regime of a prediction is its load as a share of the replica's fluid capacity
+(:func:`load_regime`): ``light`` below 0.3, ``saturated`` from 0.85 or when the backlog grows,
+``heavy`` between. The share comes from the prediction itself, so the benchmark and ``gpuplace predict``
+classify a load the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+REGIMES: tuple[str, ...] = ("light", "heavy", "saturated")
+LIGHT_SHARE = 0.3  # below: a few sequences at a time, the decode step near its memory-bound floor
+SATURATED_SHARE = 0.85  # from here: queues form, the engine's batch limits decide latency
+NOMINAL = 0.8  # the band's nominal coverage: 4 of 5 new figures inside
+MIN_ROWS = 3  # a sample standard deviation needs 2 degrees of freedom to mean anything
+MIN_SOURCES = 2  # one publisher's rows share its harness: their spread is not a spread of the world
+POOLED = "*"  # the gpu_class of a band pooled over every class
+
+
+def load_regime(share: float, stable: bool = True) -> str:
+    """``light``, ``heavy`` or ``saturated`` for a load at ``share`` of the fluid capacity."""
+    if not stable or not share < SATURATED_SHARE:
+        return "saturated"
+    return "light" if share < LIGHT_SHARE else "heavy"
+
+
+@dataclass(frozen=True, slots=True)
+class RatioPoint:
+    """One published figure against its prediction."""
+
+    line: int  # the figure's line in measurements.csv (the header is line 1)
+    source: str  # the publisher (the group of the cross-validation)
+    gpu_class: str
+    metric: str
+    regime: str
+    ratio: float  # measured ÷ predicted
+
+
+@dataclass(frozen=True, slots=True)
+class FittedEdge:
+    """The band of one cell: measured ÷ predicted within [low, high] at ``nominal``, drawn from ``rows``."""
+
+    gpu_class: str  # POOLED when borrowed from every class
+    metric: str
+    regime: str
+    low: float
+    high: float
+    rows: tuple[int, ...]
+    sources: tuple[str, ...]
+    nominal: float = NOMINAL
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile (Hill 1970, as in Abramowitz & Stegun 26.7.5; within 0.2% from 3 degrees of
+    freedom up; the closed forms for 1 and 2)."""
+    if df < 1:
+        raise ValueError(f"df must be at least 1, got {df}")
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:  # the series is weakest here; the closed form is exact
+        return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
+    z = statistics.NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def interval(ratios: Sequence[float], nominal: float = NOMINAL) -> tuple[float, float]:
+    """The prediction interval of the next ratio at ``nominal`` from ``ratios`` (at least 2), in log space."""
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = t_quantile(0.5 + nominal / 2, n - 1) * sd * math.sqrt(1 + 1 / n)
+    return math.exp(mean - half), math.exp(mean + half)
+
+
+def _edge(
+    points: Sequence[RatioPoint], cls: str, metric: str, regime: str, nominal: float
+) -> FittedEdge | None:
+    sources = tuple(sorted({p.source for p in points}))
+    if len(points) < MIN_ROWS or len(sources) < MIN_SOURCES:
+        return None
+    low, high = interval([p.ratio for p in points], nominal)
+    return FittedEdge(cls, metric, regime, low, high, tuple(sorted(p.line for p in points)), sources, nominal)
+
+
+def fit_edges(
+    points: Iterable[RatioPoint], nominal: float = NOMINAL
+) -> dict[tuple[str, str, str], FittedEdge]:
+    """Every cell's band (class, metric, regime), and the pooled band of every (metric, regime) under
+    gpu_class :data:`POOLED`; cells too thin for a band are absent."""
+    cells: dict[tuple[str, str, str], list[RatioPoint]] = defaultdict(list)
+    for p in points:
+        cells[(p.gpu_class, p.metric, p.regime)].append(p)
+        cells[(POOLED, p.metric, p.regime)].append(p)
+    out = {}
+    for key, members in sorted(cells.items()):
+        edge = _edge(members, *key, nominal)
+        if edge is not None:
+            out[key] = edge
+    return out
+
+
+def lookup(
+    edges: dict[tuple[str, str, str], FittedEdge], gpu_class: str, metric: str, regime: str
+) -> FittedEdge | None:
+    """The class's own band for (metric, regime), else the pooled one, else None."""
+    return edges.get((gpu_class, metric, regime)) or edges.get((POOLED, metric, regime))
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOut:
+    """A figure judged by the band of the other sources' rows: inside, outside, or no band to judge by."""
+
+    point: RatioPoint
+    edge: FittedEdge | None
+
+    @property
+    def inside(self) -> bool | None:
+        if self.edge is None:
+            return None
+        return self.edge.low <= self.point.ratio <= self.edge.high
+
+
+def cross_validate(points: Sequence[RatioPoint], nominal: float = NOMINAL) -> list[HeldOut]:
+    """Leave one source out: every figure judged by the band the other sources' figures draw."""
+    out = []
+    for source in sorted({p.source for p in points}):
+        edges = fit_edges((p for p in points if p.source != source), nominal)
+        out += [
+            HeldOut(p, lookup(edges, p.gpu_class, p.metric, p.regime)) for p in points if p.source == source
+        ]
+    return out
+
+
+def coverage(held: Iterable[HeldOut]) -> tuple[int, int, int]:
+    """(inside, judged, without a band) over ``held``."""
+    held = list(held)
+    judged = [h for h in held if h.inside is not None]
+    return sum(bool(h.inside) for h in judged), len(judged), len(held) - len(judged)

@@ -1,0 +1,125 @@
+"""The error band (issue 32): a prediction interval drawn per GPU class, metric and load regime, its coverage
+measured with each publisher left out, the file it is written to, and what a GPU takes from it."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from gpuplace.catalog import load_gpu_catalog
+from gpuplace.catalog.band import load_prediction_band
+from gpuplace.catalog.band_fit import (
+    NOMINAL,
+    POOLED,
+    RatioPoint,
+    coverage,
+    cross_validate,
+    fit_edges,
+    interval,
+    load_regime,
+    lookup,
+    t_quantile,
+)
+from gpuplace.errors import InvalidInput
+
+# Student's t quantiles from a printed table (Abramowitz & Stegun, Table 26.10)
+T_TABLE = {(0.9, 1): 3.078, (0.9, 2): 1.886, (0.9, 3): 1.638, (0.9, 5): 1.476, (0.9, 10): 1.372,
+           (0.95, 4): 2.132, (0.975, 3): 3.182, (0.975, 30): 2.042}  # fmt: skip
+
+
+def test_t_quantiles_match_the_printed_table() -> None:
+    for (p, df), want in T_TABLE.items():
+        assert t_quantile(p, df) == pytest.approx(want, rel=2e-3), (p, df)
+
+
+def test_the_interval_covers_the_next_draw_at_its_nominal_level() -> None:
+    """Monte Carlo: from 4 log-normal draws, the interval holds the fifth 80% of the time (a min–max
+    envelope of 4 would hold it 60%, and a ±1 sd band far less than 80% at n = 4)."""
+    rng = random.Random(7)
+    trials, inside = 4000, 0
+    for _ in range(trials):
+        draws = [math.exp(rng.gauss(0.3, 0.4)) for _ in range(5)]
+        low, high = interval(draws[:4])
+        inside += low <= draws[4] <= high
+    assert abs(inside / trials - NOMINAL) < 0.025, inside / trials
+
+
+def test_load_regimes() -> None:
+    assert load_regime(0.1) == "light"
+    assert load_regime(0.5) == "heavy"
+    assert load_regime(0.9) == "saturated"
+    assert load_regime(0.1, stable=False) == "saturated"
+    assert load_regime(math.inf) == "saturated"
+
+
+def _points(source: str, ratios: list[float], cls: str = "hopper", line0: int = 10) -> list[RatioPoint]:
+    return [RatioPoint(line0 + i, source, cls, "tpot_p50", "heavy", r) for i, r in enumerate(ratios)]
+
+
+def test_a_cell_needs_three_figures_from_two_publishers_else_it_borrows_the_pooled_band() -> None:
+    one_source = _points("a", [1.1, 1.2, 1.3, 1.4])
+    assert fit_edges(one_source) == {}  # one publisher's rows share its harness: no band
+    two = _points("a", [1.1, 1.2]) + _points("b", [1.3], line0=20)
+    edges = fit_edges(two)
+    assert set(edges) == {("hopper", "tpot_p50", "heavy"), (POOLED, "tpot_p50", "heavy")}
+    ampere = _points("c", [2.0], cls="ampere", line0=30)
+    edges = fit_edges(two + ampere)
+    assert ("ampere", "tpot_p50", "heavy") not in edges
+    borrowed = lookup(edges, "ampere", "tpot_p50", "heavy")
+    assert borrowed is not None and borrowed.gpu_class == POOLED and 30 in borrowed.rows
+    assert lookup(edges, "ampere", "tpot_p50", "light") is None
+
+
+def test_a_figure_is_never_judged_by_a_band_its_own_publisher_drew() -> None:
+    """Publisher c measures 3× what is predicted; a and b about 1×. Drawn from every row, the band holds
+    c's figures; held out by publisher, c's figures fall outside the band a and b draw."""
+    points = _points("a", [0.9, 1.0, 1.1]) + _points("b", [1.0, 1.05, 0.95], line0=20)
+    points += _points("c", [3.0, 3.1, 2.9], line0=30)
+    whole = fit_edges(points)[("hopper", "tpot_p50", "heavy")]
+    assert whole.low <= 3.0 <= whole.high
+    held = cross_validate(points)
+    for h in held:
+        assert h.edge is not None and h.point.line not in h.edge.rows
+    by_c = [h for h in held if h.point.source == "c"]
+    assert [h.inside for h in by_c] == [False, False, False]
+    inside, judged, no_band = coverage(held)
+    assert (judged, no_band) == (9, 0) and inside <= 6
+
+
+def test_the_band_file_and_what_a_gpu_takes_from_it(tmp_path: Path) -> None:
+    """Hopper takes its own band, Blackwell borrows Hopper's and says so, Ampere takes the pooled one."""
+    file = tmp_path / "band.csv"
+    file.write_text(
+        "gpu_class,metric,regime,low,high,nominal,rows,sources,source\n"
+        "hopper,tpot_p50,heavy,1.1,1.5,0.8,2 3 4,a b,x\n"
+        "*,tpot_p50,heavy,0.9,2.0,0.8,2 3 4 5,a b c,x\n"
+    )
+    band = load_prediction_band(file)
+    catalog = load_gpu_catalog()
+    h100, b200, a100 = (catalog.get(n) for n in ("H100-SXM5-80GB", "B200-SXM-180GB", "A100-SXM4-80GB"))
+    own = band.edge(h100, "tpot_p50", "heavy")
+    assert own is not None and (own.high, own.borrowed_by) == (1.5, "")
+    lent = band.edge(b200, "tpot_p50", "heavy")
+    assert (
+        lent is not None and lent.high == 1.5 and "hopper's band, borrowed for blackwell" in lent.describe()
+    )
+    pooled = band.edge(a100, "tpot_p50", "heavy")
+    assert pooled is not None and pooled.high == 2.0 and "every class" in pooled.describe()
+    assert band.edge(h100, "tpot_p50", "light") is None
+    with pytest.raises(InvalidInput, match="regime"):
+        band.edge(h100, "tpot_p50", "busy")
+    file.write_text(
+        "gpu_class,metric,regime,low,high,nominal,rows,sources,source\nhopper,tpot_p50,peak,1,2,0.8,2,a,x\n"
+    )
+    with pytest.raises(InvalidInput, match="peak"):
+        load_prediction_band(file)
+
+
+def test_the_shipped_band_is_a_prediction_interval_with_its_sources() -> None:
+    band = load_prediction_band()
+    assert band.edges
+    for edge in band.edges.values():
+        assert edge.nominal == NOMINAL and len(edge.rows) >= 3 and len(edge.sources) >= 2
