@@ -190,9 +190,9 @@ def test_a_tp_group_never_crosses_an_nvlink_domain() -> None:
         build_manifests(plan, inv, emit=EmitOptions(forms=("lws",), explicit=True))
 
 
-# llama-3.1-70b at ≤ 9 ms p99 TPOT: only TP 8 meets it, and a GB200 tray has 4 GPUs (the planner test)
+# llama-3.1-70b at ≤ 10.5 ms p99 TPOT: only TP 8 meets it, and a GB200 tray has 4 GPUs (the planner test)
 GB200_PLAN = ["plan", "--model", "llama-3.1-70b", "--inventory", "gb200-nvl72", "--kinds", "whole"]
-GB200_PLAN += ["--slo-tpot-ms", "9", "--slo-ttft-ms", "1000", "--rate", "2"]
+GB200_PLAN += ["--slo-tpot-ms", "10.5", "--slo-ttft-ms", "1000", "--rate", "2"]
 
 
 def test_gpuplace_plan_writes_the_planners_multi_node_replica_as_a_leader_worker_set(

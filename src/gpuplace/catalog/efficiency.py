@@ -35,6 +35,7 @@ QUANTITIES: Mapping[str, tuple[float, float]] = MappingProxyType(
         "gemm_latency_s": (0.0, 0.001),
         "step_overhead_s_per_layer": (0.0, 0.01),
         "step_floor_s": (0.0, 0.05),
+        "seq_cost_s": (0.0, 0.005),
         "request_overhead_s_per_layer": (0.0, 0.1),
     }
 )
@@ -88,6 +89,7 @@ class EfficiencyTable:
             gemm_latency_s=values["gemm_latency_s"],
             # the per-layer kernel floors and the engine's per-step CPU-side floor, whatever the model
             step_overhead_s=values["step_overhead_s_per_layer"] * layers + values["step_floor_s"],
+            seq_overhead_s=values["seq_cost_s"],
             request_overhead_s=values["request_overhead_s_per_layer"] * layers,
             sources={
                 "mbu": sources["mbu"],
@@ -97,6 +99,7 @@ class EfficiencyTable:
                 "gemm_latency_s": sources["gemm_latency_s"],
                 "step_overhead_s": f"{layers} layers x {sources['step_overhead_s_per_layer']}; "
                 f"+ the engine's step floor {sources['step_floor_s']}",
+                "seq_overhead_s": f"the engine's cost per sequence in a step {sources['seq_cost_s']}",
                 "request_overhead_s": f"{layers} layers x {sources['request_overhead_s_per_layer']}",
             },
         )

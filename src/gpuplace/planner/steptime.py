@@ -242,6 +242,7 @@ def roofline_step_model(
     return StepTimeModel(
         per_token_s=activation_bytes_per_token(arch, tp) / bw * slow,
         fixed_s=eff.step_overhead_s * slow,
+        per_seq_s=eff.seq_overhead_s * slow,
         weights_s=(decode_weight_bytes(arch, precision) / tp / bw + gemm_kernels(arch) * eff.gemm_latency_s)
         * slow,
         gemm_s_per_token=2 * body / tp / (linear_flops * eff.mfu) * slow,
@@ -395,6 +396,7 @@ def choose_efficiencies(
         attention_mfu=defaults.attention_mfu,
         link_efficiency=defaults.link_efficiency,
         step_overhead_s=defaults.step_overhead_s,
+        seq_overhead_s=defaults.seq_overhead_s,
         request_overhead_s=defaults.request_overhead_s,
         sources=sources,
     )

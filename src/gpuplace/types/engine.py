@@ -42,6 +42,7 @@ EFFICIENCY_FIELDS: tuple[str, ...] = (
     "link_efficiency",
     "gemm_latency_s",
     "step_overhead_s",
+    "seq_overhead_s",
     "request_overhead_s",
 )
 FRACTIONS: tuple[str, ...] = ("mbu", "mfu", "attention_mfu", "link_efficiency")
@@ -55,8 +56,9 @@ class Efficiencies:
     GEMMs; ``attention_mfu``: of that peak, for prefill attention; ``link_efficiency``: of the link's
     bandwidth, for all-reduces; ``gemm_latency_s``: the fixed latency of one GEMM kernel (what a small
     weight read costs beyond its bytes); ``step_overhead_s``: a step's time outside the roofline (scheduling,
-    launches, sampling); ``request_overhead_s``: added once to every request's TTFT (API server,
-    tokenising, first-step dispatch). A fraction above 1 is a measurement error and is refused.
+    launches, sampling); ``seq_overhead_s``: the engine's time per sequence in a step (scheduling, input
+    preparation, sampling of each sequence); ``request_overhead_s``: added once to every request's TTFT
+    (API server, tokenising, first-step dispatch). A fraction above 1 is a measurement error and is refused.
     """
 
     mbu: float
@@ -65,6 +67,7 @@ class Efficiencies:
     link_efficiency: float = 1.0
     gemm_latency_s: float = 0.0
     step_overhead_s: float = 0.0
+    seq_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
     sources: Mapping[str, str] = field(default_factory=dict)  # field name -> where its value came from
 
@@ -80,7 +83,7 @@ class Efficiencies:
                     "is above 1: more than the hardware's peak is a measurement error",
                     "Re-measure on an idle machine, or check the bandwidth/peak the fraction divides by",
                 )
-        for name in ("gemm_latency_s", "step_overhead_s", "request_overhead_s"):
+        for name in ("gemm_latency_s", "step_overhead_s", "seq_overhead_s", "request_overhead_s"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise InvalidInput(name, value, "must be a non-negative number of seconds", "")
