@@ -9,6 +9,7 @@ Debian's busybox-static (:mod:`gpuplace.testenv.localimages`), since no registry
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -97,3 +98,24 @@ def test_real_node_beside_kwok_nodes_runs_a_container_and_down_leaves_nothing(
     assert left == []
     assert nodeclean.processes_mentioning(str(state)) == []
     shutil.rmtree(state.parent)
+
+
+def test_the_service_route_goes_before_one_a_killed_node_left() -> None:
+    """A node killed before it cleaned up leaves its DNAT rule for the kubernetes Service, pointing at its
+    API server's port, now closed. The next node's rule must be the one iptables matches first, or every
+    in-cluster call from its pods is refused (a CI run of 2026-12-04). Real iptables, on a subnet and Service
+    address of this test's own, removed at the end."""
+    subnet, service = "10.91.0.0/24", "10.92.0.1:443"
+    stale = ["-s", subnet, "-d", "10.92.0.1/32", "-p", "tcp", "--dport", "443", "-j", "DNAT"]
+    stale += ["--to-destination", "10.91.0.1:1"]
+    env = {"PATH": nodeclean.host_path()}
+    subprocess.run(["iptables", "-t", "nat", "-A", "PREROUTING", *stale], check=True, env=env)
+    try:
+        nodeclean.route_service(subnet, service, "10.91.0.1:6443")
+        nodeclean.route_service(subnet, service, "10.91.0.1:6443")  # again: still one rule of ours, first
+        routes = nodeclean.service_routes(service)
+        assert len(routes) == 2 and routes[0].endswith("--to-destination 10.91.0.1:6443"), routes
+    finally:
+        for rule in nodeclean.service_routes(service):
+            subprocess.run(["iptables", "-t", "nat", "-D", *rule.split()[1:]], check=True, env=env)
+    assert nodeclean.service_routes(service) == []

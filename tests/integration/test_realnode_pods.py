@@ -43,9 +43,9 @@ from gpuplace.manifests.kfp_package import find_task, load_package
 from gpuplace.manifests.kfp_pod import kfp_task_pod
 from gpuplace.manifests.launcher import executor_input, launched_pod
 from gpuplace.plandir import read_plan_dir
-from gpuplace.testenv import ControlPlane
+from gpuplace.testenv import ControlPlane, nodeclean
 from gpuplace.testenv.localimages import busybox_image
-from gpuplace.testenv.realnode import GATEWAY, RealNode, built_images
+from gpuplace.testenv.realnode import GATEWAY, KUBERNETES_SERVICE_IP, RealNode, built_images
 from tests.support.plans import local_plan_dir, sample_plan, write_sample_plan
 from tests.support.sample import write_sample_inputs
 from tests.support.testserver import FaultServer, ServerOptions
@@ -151,7 +151,10 @@ def _run_component(
     logs = container_logs(api, done, "main", previous=False)
     api.delete(pod, "default")
     (status,) = done["status"]["containerStatuses"]
-    assert done["status"]["phase"] == "Succeeded", f"{task}: {status['state']}\n{logs}"
+    routes = "\n".join(nodeclean.service_routes(f"{KUBERNETES_SERVICE_IP}:443"))
+    assert done["status"]["phase"] == "Succeeded", (
+        f"{task}: {status['state']}\n{logs}\nthe kubernetes Service's routes, first matched first:\n{routes}"
+    )
     assert status["image"] == image
     return out, logs
 

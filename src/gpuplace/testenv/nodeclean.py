@@ -189,12 +189,35 @@ def create_bridge(name: str, cidr: str) -> None:
 
 def route_service(subnet: str, service: str, to: str) -> None:
     """What kube-proxy does for one Service here: TCP from the pods' ``subnet`` to ``service`` (ip:port) is
-    sent to ``to`` (ip:port) on this machine. Removed by :func:`clean_host` as every rule made after the
-    snapshot is."""
+    sent to ``to`` (ip:port) on this machine. The rule goes first in PREROUTING: a rule for the same Service
+    left by a node that was killed before it cleaned up (its API server's port now closed) would otherwise
+    match first, and every pod's in-cluster call would be refused (a CI run, 2026-12-04). Removed by
+    :func:`clean_host` as every rule made after the snapshot is."""
     ip, port = service.rsplit(":", 1)
-    rule = ["PREROUTING", "-s", subnet, "-d", f"{ip}/32", "-p", "tcp", "--dport", port, "-j", "DNAT"]
-    if _run("iptables", "-t", "nat", "-C", *rule, "--to-destination", to).returncode != 0:
-        _run("iptables", "-t", "nat", "-A", *rule, "--to-destination", to, check=True)
+    match = [
+        "-s",
+        subnet,
+        "-d",
+        f"{ip}/32",
+        "-p",
+        "tcp",
+        "--dport",
+        port,
+        "-j",
+        "DNAT",
+        "--to-destination",
+        to,
+    ]
+    while _run("iptables", "-t", "nat", "-C", "PREROUTING", *match).returncode == 0:
+        _run("iptables", "-t", "nat", "-D", "PREROUTING", *match, check=True)
+    _run("iptables", "-t", "nat", "-I", "PREROUTING", "1", *match, check=True)
+
+
+def service_routes(service: str) -> list[str]:
+    """The nat PREROUTING rules that DNAT ``service`` (ip:port), in the order iptables matches them."""
+    ip, port = service.rsplit(":", 1)
+    out = _run("iptables", "-t", "nat", "-S", "PREROUTING").stdout
+    return [r for r in out.splitlines() if f"-d {ip}/32" in r and f"--dport {port}" in r and "DNAT" in r]
 
 
 def links() -> list[str]:

@@ -69,6 +69,7 @@ RUN_DIR = Path("/run/gpuplace-node")  # sockets and containerd's state: short pa
 BRIDGE = "gpuplace0"
 SUBNET = "10.90.0.0/24"
 GATEWAY = "10.90.0.1"
+KUBERNETES_SERVICE_IP = str(next(ipaddress.ip_network(SERVICE_CIDR).hosts()))  # the in-cluster API
 
 REAL_NODE_LABEL = "gpuplace.io/real-node"
 CONTAINERD_NAMESPACE = "k8s.io"
@@ -333,8 +334,9 @@ class RealNode:
         nodeclean.create_bridge(BRIDGE, f"{GATEWAY}/{SUBNET.split('/')[1]}")
         # No kube-proxy: the kubernetes Service (the in-cluster config of a pod's service account) is routed
         # to the API server, which serves on the gateway too (ControlPlane.pod_gateway).
-        service_ip = next(ipaddress.ip_network(SERVICE_CIDR).hosts())
-        nodeclean.route_service(SUBNET, f"{service_ip}:443", f"{GATEWAY}:{cp.ports['kube-apiserver']}")
+        nodeclean.route_service(
+            SUBNET, f"{KUBERNETES_SERVICE_IP}:443", f"{GATEWAY}:{cp.ports['kube-apiserver']}"
+        )
         self.kubelet_port = free_port()
         self.commands = {
             "containerd": ["containerd", "--config", str(self._containerd_config(version))],
