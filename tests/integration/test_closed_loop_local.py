@@ -5,8 +5,8 @@ same device, through the commands a user runs.
 `tiny`), `gpuplace plan --inventory local` plans with it and `gpuplace deploy --target local` starts the
 engine the plan names. That engine's own step time is then measured
 (:func:`gpuplace.steps.calibrate.measure_local_deployment`), the plan is made again with it at a
-moderate load (RATE below), `gpuplace loadtest` sends the plan's traffic to the same engine and compares,
-and the engine's step time is measured once more.
+moderate load (RATE_SHARE below), `gpuplace loadtest` sends the plan's traffic to the same engine and
+compares, and the engine's step time is measured once more.
 
 Why the engine that serves is the one calibrated: on this shared 2-core virtual machine, separate server
 processes of the same engine run at paces up to a third apart (docs/serving-model.md, "The closed loop"),
@@ -50,10 +50,12 @@ from gpuplace.cli import main
 pytestmark = [pytest.mark.integration, pytest.mark.closed_loop, pytest.mark.measure]
 
 BOUND = 0.40  # |error| at p50 (issue 11: loose, but it still catches a 2× error)
-# About two thirds of what this 2-core machine's local engine serves with tiny (docs/benchmarks/
-# fidelity.md: 11-12 req/s at 128/64 tokens). Not a share of the capacity the measured steps predict: that
-# capacity (~60 req/s at 128/32 here) leaves out the server's per-request work (docs/serving-model.md).
-RATE = 8.0
+# The rate is this share of the local engine's capacity as the plan computes it from the steps measured
+# here (planner/local.py, measured_capacity_rps): a fixed rate did not survive this machine's pace. 8 req/s
+# was 16-25% of that capacity in 2026-12; on 2026-12-05 the machine ran 3x slower (a pure-Python probe:
+# 12 ms where fidelity.md's runs took 3.4-4.3 ms), the capacity was 9.8 req/s and the plan refused 8 req/s
+# as 81% of it. A quarter keeps the test inside the plan's load cap (half, on a CPU) at any pace.
+RATE_SHARE = 0.25
 REQUESTS = 80
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 32
 DRIFT = 0.20  # within this, the two calibrations agree: the first one's prediction is judged alone
@@ -99,11 +101,24 @@ def span_error(measured: float, predicted: tuple[float, ...]) -> float:
     return 0.0
 
 
-def _plan(steps_file: Path, out: Path) -> None:
+def _rate(steps_file: Path) -> float:
+    """RATE_SHARE of the capacity the local plan computes from the steps at ``steps_file`` (req/s, two
+    decimals)."""
+    from gpuplace.catalog.models import model_arch_from_config, resolve_model
+    from gpuplace.planner.engine import local_engine_params
+    from gpuplace.planner.local import measured_capacity_rps
+    from gpuplace.profiling.engine_steps import read_engine_steps
+
+    engine = local_engine_params(model_arch_from_config("tiny", resolve_model("tiny").config))
+    capacity = measured_capacity_rps(engine, read_engine_steps(steps_file), PROMPT_TOKENS, OUTPUT_TOKENS)
+    return round(RATE_SHARE * capacity, 2)
+
+
+def _plan(steps_file: Path, out: Path, rate: float) -> None:
     argv = ["plan", "--model", "tiny", "--inventory", "local", "--engine-steps", str(steps_file)]
-    argv += ["--slo-tpot-ms", "1000", "--slo-ttft-ms", "10000", "--rate", str(RATE)]
-    # RATE is 16-25% of tiny's capacity here; on a machine at half this pace it nears the default cap of
-    # half the capacity (test_plan_local.py tests the cap), and this test checks the prediction
+    argv += ["--slo-tpot-ms", "1000", "--slo-ttft-ms", "10000", "--rate", str(rate)]
+    # each attempt's plan keeps the first profile's rate, on its own calibration: at 25% of that capacity
+    # the cap is met unless the pace falls more than 3.2x (test_plan_local.py tests the cap itself)
     argv += ["--max-load-share", "0.8"]
     argv += ["--prompt-tokens", str(PROMPT_TOKENS), "--output-tokens", str(OUTPUT_TOKENS), "--out", str(out)]
     assert main(argv) == 0
@@ -115,7 +130,8 @@ def test_the_local_plans_p50_prediction_is_within_40_percent_of_the_measurement(
     steps_file = tmp_path / "steps.json"
     argv = ["profile", "--model", "tiny", "--device", "cpu", "--engine-steps", "--out", str(steps_file)]
     assert main(argv) == 0
-    _plan(steps_file, tmp_path / "plan")
+    rate = _rate(steps_file)
+    _plan(steps_file, tmp_path / "plan", rate)
     assert main(["deploy", str(tmp_path / "plan"), "--target", "local", "--out", str(tmp_path / "dep")]) == 0
     record = read_record(tmp_path / "dep" / "deployment.json")
     disturbed: list[str] = []
@@ -123,7 +139,7 @@ def test_the_local_plans_p50_prediction_is_within_40_percent_of_the_measurement(
         for attempt in range(ATTEMPTS):
             here = tmp_path / f"attempt{attempt}"
             before = _calibrate(record, here / "steps-before.json")
-            _plan(before, here / "plan")
+            _plan(before, here / "plan", rate)
             argv = ["loadtest", "--deployment", str(tmp_path / "dep" / "deployment.json")]
             argv += ["--plan", str(here / "plan"), "--max-requests", str(REQUESTS), "--out", str(here / "lt")]
             assert main([*argv, "--quiet"]) == 0
@@ -137,7 +153,7 @@ def test_the_local_plans_p50_prediction_is_within_40_percent_of_the_measurement(
             spans = {k: (v,) for k, v in _predicted_p50_s(here / "plan").items()}
             if abs(drift) <= MAX_DRIFT:
                 if abs(drift) > DRIFT:
-                    _plan(after, here / "plan-after")
+                    _plan(after, here / "plan-after", rate)
                     for k, v in _predicted_p50_s(here / "plan-after").items():
                         spans[k] += (v,)
                     print(f"judged against the span of the predictions from both calibrations: {spans}")
@@ -154,7 +170,7 @@ def test_the_local_plans_p50_prediction_is_within_40_percent_of_the_measurement(
     report = json.loads((here / "lt" / "report.json").read_text())
     assert report["completed"] == REQUESTS and report["failed"] == 0
     rows = report["predicted_vs_measured"]
-    print(f"closed loop: tiny on cpu, rate {RATE} req/s, {REQUESTS} requests")
+    print(f"closed loop: tiny on cpu, {rate} req/s ({RATE_SHARE:.0%} of capacity), {REQUESTS} requests")
     for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"):
         r = rows[key]
         print(

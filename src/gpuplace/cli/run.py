@@ -44,7 +44,7 @@ class RunCommand(Command):
         p.add_argument("--slo-tpot-ms", type=float, default=50.0, help="p99 time per output token target, ms")
         p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="p99 time to first token target, ms")
         p.add_argument(
-            "--rate", type=float, default=4.0, help="target and load-test request rate, requests/s"
+            "--rate", type=float, default=2.0, help="target and load-test request rate, requests/s"
         )
         p.add_argument(
             "--prompt-tokens",

@@ -58,7 +58,7 @@ class MainJobConfig:
     fleet: str = ""
     slo_tpot_ms: float = 50.0
     slo_ttft_ms: float = 2000.0
-    rate: float = 4.0
+    rate: float = 2.0  # a quarter of tiny's local capacity on a slow day here (7-10 req/s, 2026-12-05)
     prompt_tokens: str = "128"
     output_tokens: str = "32"
     max_requests: int = 120
