@@ -40,15 +40,15 @@ DISK_FREE = echo "disk: $$(df -h --output=avail . | tail -1 | tr -d ' ') free $(
 PYTEST_DESELECT := not gpu and not docs_testenv and not docs_slow
 test: $(STAMP) lint typecheck k8s-bins node-deps test-images checkov chromium kfp-markdown
 	@$(MAKE) --no-print-directory test-pytest
-## make test-pytest: make test's two pytest phases alone, without its setup. A phase's exit status is kept unless
-## an earlier phase failed first. "No tests collected" (5) in one phase counts as passing only when PYTEST_ARGS
-## narrows the run (PYTEST_ARGS=tests/unit has no measurements); in both, it fails (tests/unit/test_makefile.py)
+## make test-pytest: make test's two pytest phases alone, without its setup; the first prints its 30 slowest tests.
+## A phase's exit status is kept unless an earlier phase failed first. "No tests collected" (5) in one phase counts
+## as passing only when PYTEST_ARGS narrows the run (PYTEST_ARGS=tests/unit has no measurements); in both, it fails (tests/unit/test_makefile.py)
 test-pytest: $(STAMP)
 	@$(call DISK_FREE,before pytest)
 	@status=0; empty=0; phase() { "$$@"; s=$$?; \
 		if [ $$s -eq 5 ] && [ -n "$(strip $(PYTEST_ARGS))" ]; then empty=$$((empty + 1)); s=0; fi; \
 		[ $$status -ne 0 ] || status=$$s; }; \
-		phase $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		phase $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30 \
 			-m "$(PYTEST_DESELECT) and not measure" $(PYTEST_ARGS); \
 		echo "pytest, the measurements alone (marker measure):"; \
 		phase $(BIN)/python -m pytest -m "$(PYTEST_DESELECT) and measure" $(PYTEST_ARGS); \
