@@ -10,7 +10,7 @@ import torch
 
 from gpuplace.profiling import hardware
 from gpuplace.profiling.fractions import check_fractions
-from gpuplace.profiling.hardware import MeasurementDisturbed, measure_read_bandwidth_gbps
+from gpuplace.profiling.hardware import MeasurementDisturbed, measure_read_bandwidth_gbps, read_bandwidth
 from gpuplace.types import Distribution, PointResult, SweepPoint
 
 POINT = SweepPoint(1, 64, 16, "bfloat16", "eager")
@@ -107,3 +107,23 @@ def test_a_disturbed_bandwidth_probe_is_retried_then_refused(monkeypatch: pytest
     monkeypatch.setattr(hardware, "_best_read_s", lambda src, device, repeats: next(steady))
     bw = measure_read_bandwidth_gbps(torch.device("cpu"), size_mib=1)
     assert bw == pytest.approx(2**20 / 0.01 / 1e9)
+
+
+def test_a_cpu_probe_that_stays_disturbed_goes_on_with_its_best_round_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a CPU the profile goes on with the best round of every attempt, labelled; on another device the
+    disturbed probe still fails (a GPU's fractions calibrate its class)."""
+    times = cycle([0.02, 0.04, 0.08, 0.16, 0.32, 0.01, 0.03, 0.05, 0.07, 0.09])  # never two agree
+    monkeypatch.setattr(hardware, "_best_read_s", lambda src, device, repeats: next(times))
+    monkeypatch.setattr(hardware.time, "sleep", lambda s: None)
+    bw, source = read_bandwidth(torch.device("cpu"))
+    assert bw == pytest.approx(2**28 / 0.01 / 1e9)  # the best round, from the second attempt
+    assert source == "measured (disturbed: best round)"
+    assert "the best round" in capsys.readouterr().err
+    with pytest.raises(MeasurementDisturbed, match="in each of 4 attempts"):
+        read_bandwidth(torch.device("meta"))
+
+    steady = cycle([0.01, 0.0105])
+    monkeypatch.setattr(hardware, "_best_read_s", lambda src, device, repeats: next(steady))
+    assert read_bandwidth(torch.device("cpu")) == (pytest.approx(2**28 / 0.01 / 1e9), "measured")

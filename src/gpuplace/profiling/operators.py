@@ -36,7 +36,7 @@ from gpuplace.catalog import load_gpu_catalog
 from gpuplace.catalog.models import model_arch_from_config, resolve_model
 from gpuplace.errors import InvalidInput
 from gpuplace.profiling.device import default_dtype, discover_device, resolve_device, torch_dtype
-from gpuplace.profiling.hardware import measure_matmul_tflops, measure_read_bandwidth_gbps
+from gpuplace.profiling.hardware import measure_matmul_tflops, read_bandwidth
 from gpuplace.profiling.timing import time_calls
 from gpuplace.progress import Progress
 from gpuplace.types import ModelArch
@@ -347,7 +347,7 @@ def run_operators(config: OperatorConfig, *, show_progress: bool = True) -> Oper
         bandwidth, bw_source = spec.hbm_bandwidth_gbps, f"catalog:{spec.name}"
         peaks = {d: (spec.fp8_tflops if d == FP8 else spec.peak_tflops(d)) for d in dtypes}
     else:
-        bandwidth, bw_source = measure_read_bandwidth_gbps(device), "measured"
+        bandwidth, bw_source = read_bandwidth(device)
         peaks = {d: measure_matmul_tflops(device, torch_dtype(d)) for d in dtypes if d != FP8}
         if device.type == "cuda":
             notes.append(f"{info.name} is not in the GPU catalog: bandwidth and peaks measured")

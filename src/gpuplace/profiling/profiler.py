@@ -42,7 +42,7 @@ from gpuplace.profiling.device import (
 from gpuplace.profiling.fractions import check_fractions, describe_point
 from gpuplace.profiling.hardware import (
     measure_matmul_tflops,
-    measure_read_bandwidth_gbps,
+    read_bandwidth,
 )
 from gpuplace.profiling.model import build_model, cache_kwarg, new_dynamic_cache, new_static_cache, num_params
 from gpuplace.profiling.timing import Clock, clock_for, synchronize
@@ -247,7 +247,8 @@ def _bandwidth(
             measured_tflops[d] = measure_matmul_tflops(device, torch_dtype(d))
         return measured_tflops[d]
 
-    return measure_read_bandwidth_gbps(device), "measured", peak
+    bandwidth, source = read_bandwidth(device)
+    return bandwidth, source, peak
 
 
 def _peak_memory_gib(device: torch.device) -> float:

@@ -116,7 +116,7 @@ class LatencyProfile:
     device: DeviceInfo
     results: tuple[PointResult, ...]
     memory_bandwidth_gbps: float  # what the roofline used
-    bandwidth_source: str  # "catalog:<gpu>" or "measured"
+    bandwidth_source: str  # "catalog:<gpu>", "measured" or "measured (disturbed: best round)"
     peak_tflops: Mapping[str, float] = field(default_factory=dict)  # by dtype, what MFU used
     gpuplace_version: str = ""
     created_at: str = ""  # ISO 8601, when the profile was finished
