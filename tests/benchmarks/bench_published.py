@@ -114,7 +114,10 @@ def predict_row(
             )
             load = Load(concurrency=n)
         traffic = TrafficShape(dist(row.prompt), dist(row.output), requests=n)
-        pred = predict(arch, shape, load, traffic, eff, precision=precision, slo=slo, band=band)
+        pred = predict(
+            arch, shape, load, traffic, eff, precision=precision, slo=slo, band=band,
+            num_scheduler_steps=row.scheduler_steps,
+        )  # fmt: skip
     except InvalidInput as e:
         return None, str(e)
     return pred, ""
@@ -160,7 +163,7 @@ def evaluate(rows: list[Row]) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             skipped.append(base | {"reason": row.reason})
             continue
         key = (row.model, row.gpu, row.tp, row.dtype, row.kv_cache_dtype, row.prompt, row.output, row.load_kind,
-               row.load_value)  # fmt: skip
+               row.load_value, row.scheduler_steps)  # fmt: skip
         if key not in cache:
             cache[key] = predict_row(row, models, eff, catalog)
         pred, why = cache[key]

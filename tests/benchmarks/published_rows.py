@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MODELS = {"8B": "llama-3.1-8b", "70B": "llama-3.1-70b"}
+# --num-scheduler-steps of the multi-step rows: SGLang's benchmark of vLLM 0.6.0 states 10; Lambda's runs
+# record no version, but their median ITL is about 10 × their TPOT (tokens streamed in chunks of 10)
+MULTI_STEP = 10
 SHAREGPT = (161, 338, "ShareGPT means 161/338 (vLLM paper, SOSP'23 §6.1)")
 CNN_DAILYMAIL = (
     781,
@@ -70,6 +73,7 @@ class Row:
     load_value: float = 0.0
     measured: tuple[Measured, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    scheduler_steps: int = 1  # vLLM 0.6's --num-scheduler-steps (multi-step scheduling), as the row ran
 
     @property
     def engine(self) -> str:
@@ -210,10 +214,14 @@ def _row(i: int, raw: dict[str, str]) -> Row:
     if not measured:
         return Row(i, raw, "no figure gpuplace predicts (throughput-only row without tokens/s or latency)")
     notes = tuple(n for n in (gpu[1],) if n)
+    steps = 1
     if "num-scheduler-steps" in raw["notes"] or "multi-step" in raw["notes"]:
-        notes += ("multi-step scheduling (10 steps): p50 TPOT compared; its p99, a chunk's gap, is not",)
+        steps = MULTI_STEP
+        notes += (
+            f"multi-step scheduling ({steps} steps, simulated): p50 TPOT compared; its p99, a chunk's gap, is not",
+        )
     sources = "; ".join(dict.fromkeys(s for s in (prompt[1], output[1]) if s))
     return Row(
         i, raw, "", model, gpu[0], int(tp), precision[0], precision[1], prompt[0], output[0], sources,
-        load[0], load[1], measured, notes,
+        load[0], load[1], measured, notes, steps,
     )  # fmt: skip

@@ -91,6 +91,7 @@ class EfficiencyTable:
             step_overhead_s=values["step_overhead_s_per_layer"] * layers + values["step_floor_s"],
             seq_overhead_s=values["seq_cost_s"],
             request_overhead_s=values["request_overhead_s_per_layer"] * layers,
+            cpu_step_s=values["step_floor_s"],
             sources={
                 "mbu": sources["mbu"],
                 "mfu": sources["mfu"],

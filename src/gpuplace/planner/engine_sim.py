@@ -19,6 +19,12 @@ does (FCFS policy, ``vllm/v1/core/sched/scheduler.py``):
 vLLM 0.33's own (synchronous) ``Scheduler``, driven step by step over the same streams, schedules
 what this simulation does (tests/referee/, docs/serving-model.md: async scheduling lags a step).
 
+With ``num_scheduler_steps`` N > 1 (vLLM V0's multi-step scheduling, 0.6–0.10; no vLLM that runs now has
+it, so no referee) a decode-only step starts a run of N decode steps: nothing is admitted until the run
+ends (or its last decoder finishes), and the steps after its first skip the engine's per-step CPU work
+(``cpu_step_s``: one scheduler call and input preparation a run, vLLM RFC #6854). A step with a prefill
+is a single step, as V0 scheduled prompts (its prefills set no lookahead slots).
+
 A request's first token comes at the end of the step that completes its prompt; each later step adds
 one. An engine that has been idle starts its next step later by the model's measured wake for that
 idle time (:meth:`~gpuplace.planner.steptime.StepTimeModel.wake_s`; 0 on a roofline model). Step
@@ -44,41 +50,11 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-import numpy as np
-
 from gpuplace.errors import InvalidInput
+from gpuplace.planner.sim_results import distribution, itl_distribution, latencies, unstable
 from gpuplace.planner.steptime import StepTimeModel, causal_pairs, decode_steps_until
-from gpuplace.types import Distribution
 from gpuplace.types.engine import EngineParams, EngineStep, ServingPrediction, SimulatedRequest
 from gpuplace.workload import RequestSpec
-
-_NEVER = math.inf
-
-
-def _distribution(values: np.ndarray) -> Distribution:
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return Distribution.of(())
-    p50, p90, p95, p99 = np.percentile(values, (50, 90, 95, 99))
-    return Distribution(
-        count=int(values.size),
-        mean=float(values.mean()),
-        median=float(p50),
-        std=float(values.std()),
-        min=float(values.min()),
-        max=float(values.max()),
-        p50=float(p50),
-        p90=float(p90),
-        p95=float(p95),
-        p99=float(p99),
-    )
-
-
-def _unstable(steps: int, now: float, preemptions: int, max_running: int) -> ServingPrediction:
-    inf = Distribution(0, _NEVER, _NEVER, math.nan, _NEVER, _NEVER, _NEVER, _NEVER, _NEVER, _NEVER)
-    return ServingPrediction(
-        inf, inf, inf, 0.0, math.nan, max_running, 0, preemptions, steps, now, False, itl=inf
-    )
 
 
 def _longest_blocks(
@@ -117,21 +93,6 @@ def _longest_blocks(
     return longest
 
 
-def _latencies(
-    arrival: Sequence[float], first: Sequence[float], finish: Sequence[float], out: Sequence[int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[float, float]]:
-    """TTFT, TPOT (requests of more than one output token) and e2e of the kept requests, as vLLM's
-    benchmark defines them, and the window from the first kept arrival to the last kept finish."""
-    arr = np.asarray(arrival, dtype=float)
-    fst = np.asarray(first, dtype=float)
-    fin = np.asarray(finish, dtype=float)
-    outs = np.asarray(out, dtype=float)
-    multi = outs > 1
-    tpot = (fin[multi] - fst[multi]) / (outs[multi] - 1)
-    window = (float(np.nanmin(arr)), float(np.nanmax(fin))) if arr.size else (math.inf, -math.inf)
-    return fst - arr, tpot, fin - arr, window
-
-
 def _arrivals(
     requests: Sequence[RequestSpec], concurrency: int | None
 ) -> tuple[list[float], list[int], list[int], int]:
@@ -152,15 +113,6 @@ def _arrivals(
         out = [out[i] for i in order]
         arrival = [arrival[i] for i in order]
     return arrival, prompt, out, n_req
-
-
-def _itl(
-    ends: Sequence[float], durations: Sequence[float], weights: Sequence[float], lo: float, hi: float
-) -> Distribution:
-    """The ITL of the steps that ended in the kept window [lo, hi], weighted by the decodes each served."""
-    return Distribution.weighted(
-        (dt, w) for end, dt, w in zip(ends, durations, weights, strict=True) if lo <= end <= hi
-    )
 
 
 def simulate(
@@ -206,6 +158,13 @@ def simulate(
     work = model.request_work_s
     wake = model.wake_s
     pending_work = 0.0  # request work done between the last step and the next
+    # multi-step scheduling (vLLM V0's --num-scheduler-steps): a decode-only step starts a run of
+    # ``run_steps`` steps; nothing is admitted before the run ends, and the engine's CPU work per step (the
+    # scheduler call, input preparation: the model's ``cpu_step_s``) is paid by the run's first step only;
+    # the per-sequence work (each token's output processing) and the GPU's kernel floors every step
+    run_steps = engine.num_scheduler_steps
+    multi = run_steps > 1
+    run_end = 0  # step counter at which the current run ends
 
     closed = concurrency is not None
     arrival, prompt, out, released = _arrivals(requests, concurrency)
@@ -313,13 +272,13 @@ def simulate(
                     # under the interpreter lock its step loop needs: the running requests wait for it.
                     pending_work += work
         if len(waiting) > backlog_limit:
-            return _unstable(step, now, preemptions, max_running)
+            return unstable(step, now, preemptions, max_running)
         if not checked_end and next_arrival >= n_req:
             # When the last request has arrived, a replica that keeps up has a short queue; one that
             # does not has a backlog growing with every request (the rest would only drain it).
             checked_end = True
             if len(waiting) > end_backlog_limit:
-                return _unstable(step, now, preemptions, max_running)
+                return unstable(step, now, preemptions, max_running)
         n = len(decoding)
         if not running and not waiting:
             if closed or next_arrival >= n_req:
@@ -330,7 +289,8 @@ def simulate(
             now += wake(now - idle_since)
             pending_work = 0.0
             continue
-        can_admit = bool(waiting) and len(running) < max_seqs
+        locked = multi and step < run_end and bool(decoding)  # inside a multi-step run
+        can_admit = bool(waiting) and len(running) < max_seqs and not locked
         # Blocks in use after the next step cannot exceed this: every token it can add, plus one
         # partly filled block per request that can be running then; an admission needs room for
         # a whole request besides (vLLM checks that its whole prompt fits).
@@ -350,16 +310,23 @@ def simulate(
             if a is None:
                 a = decode_a[n] = step_s(n, n, n, decodes=n)
             k = heap[0][0] - step if heap else 1
-            if not closed and next_arrival < n_req and len(running) < max_seqs:
+            starts = int(multi and not locked)  # this span starts a multi-step run
+            if multi:
+                if starts:
+                    run_end = step + run_steps
+                k = min(k, run_end - step)  # arrivals wait for the run's end
+            elif not closed and next_arrival < n_req and len(running) < max_seqs:
                 k = min(k, decode_steps_until(now, arrival[next_arrival], a, kv_b, ctx, n))
             room = (capacity - len(running) - 1) * bs - ctx
             k = max(1, min(k, room // n))
-            dt = k * a + kv_b * (k * ctx + n * k * (k - 1) / 2) + pending_work
+            # the per-step work (scheduler call, input preparation) the steps after a run's first skip
+            saved = (k - starts) * model.cpu_step_s if multi else 0.0
+            dt = k * a - saved + kv_b * (k * ctx + n * k * (k - 1) / 2) + pending_work
             points = min(k, 4)
             for m in range(points):
                 j = (m + 0.5) * k / points
                 itl_end.append(now + dt * (m + 1) / points)
-                itl_dt.append(a + kv_b * (ctx + n * j) + (pending_work if m == 0 else 0.0))
+                itl_dt.append(a - saved / k + kv_b * (ctx + n * j) + (pending_work if m == 0 else 0.0))
                 itl_n.append(n * k / points)
             pending_work = 0.0
             now += dt
@@ -402,7 +369,7 @@ def simulate(
                 if i not in decoding:
                     chunks.append((i, tokens))
             n = len(decoding)
-            if not preempted_now:
+            if not preempted_now and not locked:
                 while waiting and left > 0 and len(running) < max_seqs:
                     i = waiting[0]
                     tokens = min(need[i], left)
@@ -422,7 +389,7 @@ def simulate(
                 tokens = min(need[partial] - computed[partial], left)
                 chunks.append((partial, tokens))
                 left -= tokens
-            while waiting and left > 0 and len(running) < max_seqs:
+            while waiting and left > 0 and len(running) < max_seqs and not locked:
                 i = waiting.popleft()
                 running[i] = None
                 tokens = min(need[i], left)
@@ -446,6 +413,11 @@ def simulate(
                 samples += 1
                 done.append(i)
         dt = step_s(n + prefill_tokens, n + len(chunks), samples, ctx, pairs, n) + pending_work
+        if multi and not chunks:  # a decode-only step: it starts a multi-step run, or runs inside one
+            if locked:
+                dt -= model.cpu_step_s
+            else:
+                run_end = step + run_steps
         pending_work = 0.0
         if n:
             itl_end.append(now + dt)
@@ -471,7 +443,7 @@ def simulate(
             enter_decode(i)
 
     kept_slice = slice(int(n_req * discard_head), n_req - int(n_req * discard_tail))
-    ttft, tpot, e2e, (lo, hi) = _latencies(
+    ttft, tpot, e2e, (lo, hi) = latencies(
         arrival[kept_slice], first[kept_slice], finish[kept_slice], out[kept_slice]
     )
     t0 = min(arrival) if not closed else 0.0
@@ -483,10 +455,10 @@ def simulate(
             for i in range(n_req)
         )
     return ServingPrediction(
-        ttft=_distribution(ttft),
-        tpot=_distribution(tpot),
-        e2e=_distribution(e2e),
-        itl=_itl(itl_end, itl_dt, itl_n, lo, hi),
+        ttft=distribution(ttft),
+        tpot=distribution(tpot),
+        e2e=distribution(e2e),
+        itl=itl_distribution(itl_end, itl_dt, itl_n, lo, hi),
         throughput_rps=n_req / span if span > 0 else math.inf,
         mean_running=busy_running / now if now > 0 else 0.0,
         max_running=max_running,

@@ -53,6 +53,7 @@ class StepTimeModel:
     """Coefficients of one shape's step time; :meth:`step_s` adds them up for a step's contents."""
 
     fixed_s: float = 0.0  # per step, whatever it holds
+    cpu_step_s: float = 0.0  # of fixed_s, the engine's CPU work (multi-step scheduling pays it once a run)
     weights_s: float = 0.0  # reading the weights once (the memory floor of the linear layers)
     gemm_s_per_token: float = 0.0  # linear-layer compute per token processed
     head_s_per_sample: float = 0.0  # LM-head compute per token sampled
@@ -242,6 +243,7 @@ def roofline_step_model(
     return StepTimeModel(
         per_token_s=activation_bytes_per_token(arch, tp) / bw * slow,
         fixed_s=eff.step_overhead_s * slow,
+        cpu_step_s=eff.cpu_step_s * slow,
         per_seq_s=eff.seq_overhead_s * slow,
         weights_s=(decode_weight_bytes(arch, precision) / tp / bw + gemm_kernels(arch) * eff.gemm_latency_s)
         * slow,
@@ -399,6 +401,7 @@ def choose_efficiencies(
         seq_overhead_s=defaults.seq_overhead_s,
         request_overhead_s=defaults.request_overhead_s,
         sources=sources,
+        cpu_step_s=defaults.cpu_step_s,
     )
     return eff, (f"{shape.spec.name}: MBU {mbu:.2f} and MFU {mfu:.2f} from the profile", *notes)
 

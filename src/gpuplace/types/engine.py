@@ -70,6 +70,9 @@ class Efficiencies:
     seq_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
     sources: Mapping[str, str] = field(default_factory=dict)  # field name -> where its value came from
+    # of step_overhead_s, the engine's CPU-side part (scheduler call, input preparation): what vLLM V0's
+    # multi-step scheduling pays once per run instead of every step (the rest is GPU kernel floors)
+    cpu_step_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in FRACTIONS:

@@ -85,9 +85,20 @@ class EngineParams:
     # weights and KV-cache dtype the memory and step-time models assumed (vLLM's --quantization and
     # --kv-cache-dtype); bf16 with the KV cache in the model's dtype by default
     precision: Precision = BF16
+    # vLLM V0's multi-step scheduling (``--num-scheduler-steps``, vLLM 0.6–0.10): a decode batch runs
+    # this many steps per scheduler call, new requests join only between runs, and the engine's CPU work
+    # is paid once per run. Removed with the V0 engine: 1 for every engine gpuplace deploys; it models
+    # published runs of vLLM 0.6 (docs/serving-model.md, "Multi-step scheduling")
+    num_scheduler_steps: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len"):
+        for name in (
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "block_size",
+            "max_model_len",
+            "num_scheduler_steps",
+        ):
             _positive_int(name, getattr(self, name))
         if isinstance(self.num_gpu_blocks, bool) or not isinstance(self.num_gpu_blocks, int):
             raise InvalidInput("num_gpu_blocks", self.num_gpu_blocks, "must be an integer", "")
@@ -126,6 +137,14 @@ class EngineParams:
 
     def to_vllm_args(self) -> list[str]:
         """``vllm serve`` flags that make the deployed engine schedule as the model assumed."""
+        if self.num_scheduler_steps != 1:
+            raise InvalidInput(
+                "num_scheduler_steps",
+                self.num_scheduler_steps,
+                "is multi-step scheduling, which vLLM removed with its V0 engine: "
+                f"vLLM {VLLM_VERSION} has no --num-scheduler-steps",
+                "Deploy with num_scheduler_steps=1 (multi-step only models published runs of vLLM 0.6)",
+            )
         return [
             "--max-num-batched-tokens",
             str(self.max_num_batched_tokens),
@@ -162,6 +181,8 @@ class EngineParams:
         data["kv_capacity_tokens"] = self.kv_capacity_tokens
         data["sources"] = dict(self.sources)
         data["precision"] = self.precision.to_json_dict()
+        if self.num_scheduler_steps != 1:  # written only when set: plans (and their ids) stay as they were
+            data["num_scheduler_steps"] = self.num_scheduler_steps
         return data
 
     @classmethod
@@ -179,6 +200,7 @@ class EngineParams:
             num_gpu_blocks=int(data["num_gpu_blocks"]),
             sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()},
             precision=Precision.from_json_dict(data.get("precision")),  # absent in plans before 2026-12
+            num_scheduler_steps=int(data.get("num_scheduler_steps", 1)),
         )
 
 
