@@ -77,7 +77,7 @@ def offline_requests(arch: Any, shape: Any, row: Row, precision: Any) -> int:
     (max_num_seqs, or what the KV cache holds), 200 to 1,500."""
     from gpuplace.planner.predict import shape_engine
 
-    engine = shape_engine(arch, shape, precision=precision)
+    engine = shape_engine(arch, shape, precision=precision).with_changes(dict(row.engine_changes))
     at_once = min(engine.max_num_seqs, engine.kv_capacity_tokens // (row.prompt[1] + row.output[1]))
     return max(200, min(1500, 3 * at_once))
 
@@ -116,7 +116,7 @@ def predict_row(
         traffic = TrafficShape(dist(row.prompt), dist(row.output), requests=n)
         pred = predict(
             arch, shape, load, traffic, eff, precision=precision, slo=slo, band=band,
-            num_scheduler_steps=row.scheduler_steps,
+            engine_changes=dict(row.engine_changes),
         )  # fmt: skip
     except InvalidInput as e:
         return None, str(e)
@@ -163,7 +163,7 @@ def evaluate(rows: list[Row]) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             skipped.append(base | {"reason": row.reason})
             continue
         key = (row.model, row.gpu, row.tp, row.dtype, row.kv_cache_dtype, row.prompt, row.output, row.load_kind,
-               row.load_value, row.scheduler_steps)  # fmt: skip
+               row.load_value, row.engine_changes)  # fmt: skip
         if key not in cache:
             cache[key] = predict_row(row, models, eff, catalog)
         pred, why = cache[key]

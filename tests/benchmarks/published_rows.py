@@ -28,6 +28,17 @@ MODELS = {"8B": "llama-3.1-8b", "70B": "llama-3.1-70b"}
 # --num-scheduler-steps of the multi-step rows: SGLang's benchmark of vLLM 0.6.0 states 10; Lambda's runs
 # record no version, but their median ITL is about 10 × their TPOT (tokens streamed in chunks of 10)
 MULTI_STEP = 10
+# vLLM's V0 engine (the releases of 2024, before V1 became the default in 0.8) ran at most 256 sequences at
+# once (EngineArgs.max_num_seqs in vllm/engine/arg_utils.py); V1 on an H100 runs 1024
+V0_MAX_NUM_SEQS = 256
+V0_VERSIONS = ("0.5.", "0.6.", "2024")  # measurements.csv's engine_version of V0-era vLLM rows
+
+
+def _v0(raw: dict[str, str], multi_step: bool) -> bool:
+    version = raw["engine_version"]
+    return raw["engine"].startswith("vLLM") and (multi_step or any(v in version for v in V0_VERSIONS))
+
+
 SHAREGPT = (161, 338, "ShareGPT means 161/338 (vLLM paper, SOSP'23 §6.1)")
 CNN_DAILYMAIL = (
     781,
@@ -73,7 +84,9 @@ class Row:
     load_value: float = 0.0
     measured: tuple[Measured, ...] = ()
     notes: tuple[str, ...] = field(default=())
-    scheduler_steps: int = 1  # vLLM 0.6's --num-scheduler-steps (multi-step scheduling), as the row ran
+    # engine parameters the row's vLLM ran with where today's defaults differ (EngineParams.with_changes):
+    # V0's max_num_seqs, multi-step scheduling's num_scheduler_steps
+    engine_changes: tuple[tuple[str, int], ...] = ()
 
     @property
     def engine(self) -> str:
@@ -214,14 +227,19 @@ def _row(i: int, raw: dict[str, str]) -> Row:
     if not measured:
         return Row(i, raw, "no figure gpuplace predicts (throughput-only row without tokens/s or latency)")
     notes = tuple(n for n in (gpu[1],) if n)
-    steps = 1
-    if "num-scheduler-steps" in raw["notes"] or "multi-step" in raw["notes"]:
-        steps = MULTI_STEP
+    changes: dict[str, int] = {}
+    multi_step = "num-scheduler-steps" in raw["notes"] or "multi-step" in raw["notes"]
+    if multi_step:
+        changes["num_scheduler_steps"] = MULTI_STEP
         notes += (
-            f"multi-step scheduling ({steps} steps, simulated): p50 TPOT compared; its p99, a chunk's gap, is not",
+            f"multi-step scheduling ({MULTI_STEP} steps, simulated): p50 TPOT compared; its p99, a chunk's gap, "
+            "is not",
         )
+    if _v0(raw, multi_step):
+        changes["max_num_seqs"] = V0_MAX_NUM_SEQS
+        notes += (f"vLLM V0: at most {V0_MAX_NUM_SEQS} sequences at once",)
     sources = "; ".join(dict.fromkeys(s for s in (prompt[1], output[1]) if s))
     return Row(
         i, raw, "", model, gpu[0], int(tp), precision[0], precision[1], prompt[0], output[0], sources,
-        load[0], load[1], measured, notes, steps,
+        load[0], load[1], measured, notes, tuple(sorted(changes.items())),
     )  # fmt: skip

@@ -87,3 +87,29 @@ def test_num_scheduler_steps_is_checked_and_never_deployed() -> None:
     # one step (every engine gpuplace deploys) writes nothing new: plans and their ids stay as they were
     assert "num_scheduler_steps" not in engine().to_json_dict()
     assert "--num-scheduler-steps" not in engine().to_vllm_args()
+
+
+def test_predict_runs_a_published_vllm_0_6_as_it_ran() -> None:
+    """``predict(engine_changes=...)``: the SGLang repository's run of vLLM 0.6.0 (10 scheduler steps,
+    at most 256 sequences) on an A100 at 4 req/s; its measured p50 TTFT was 100 ms, and half a run of
+    10 decode steps is what a new request waits (docs/serving-model.md)."""
+    from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
+    from gpuplace.catalog.efficiency import load_efficiency_table
+    from gpuplace.planner.predict import Load, predict, shape_spec
+    from gpuplace.planner.replica import TrafficShape
+    from gpuplace.workload import LengthDist
+
+    arch = model_arch_from_config("llama-3.1-8b", resolve_model("llama-3.1-8b").config)
+    shape = shape_spec(arch, load_gpu_catalog().get("A100-SXM4-80GB"))
+    traffic = TrafficShape(LengthDist("fixed", 161), LengthDist("fixed", 338), requests=600)
+    eff = load_efficiency_table()
+
+    v1 = predict(arch, shape, Load(rate_rps=4), traffic, eff)
+    v0 = predict(
+        arch, shape, Load(rate_rps=4), traffic, eff,
+        engine_changes={"num_scheduler_steps": 10, "max_num_seqs": 256},
+    )  # fmt: skip
+    step = v0.serving.tpot.p50
+    assert v0.serving.ttft.p50 - v1.serving.ttft.p50 > 3 * step
+    with pytest.raises(InvalidInput, match="engine_changes"):
+        predict(arch, shape, Load(rate_rps=4), traffic, eff, engine_changes={"scheduler_steps": 10})

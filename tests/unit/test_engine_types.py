@@ -115,3 +115,19 @@ def test_step_profile_predicts_its_linear_model_and_round_trips() -> None:
     assert back == profile
     no_error = EngineStepProfile.from_json_dict(profile.to_json_dict() | {"rms_relative_error": None})
     assert math.isnan(no_error.rms_relative_error)
+
+
+def test_an_engine_can_be_run_as_an_older_release_ran_it_each_change_checked() -> None:
+    """A published run of vLLM 0.6 ran at most 256 sequences, with multi-step scheduling; the changes
+    are checked as the fields are, and the KV cache, precision and sources cannot be changed this way."""
+    older = PARAMS.with_changes({"max_num_seqs": 4, "num_scheduler_steps": 10})
+
+    assert (older.max_num_seqs, older.num_scheduler_steps) == (4, 10)
+    assert older.sources["max_num_seqs"] == "set for this prediction"
+    assert older.num_gpu_blocks == PARAMS.num_gpu_blocks
+    with pytest.raises(InvalidInput, match=r"engine_changes.*num_gpu_blocks"):
+        PARAMS.with_changes({"num_gpu_blocks": 1})
+    with pytest.raises(InvalidInput, match=r"engine_changes.*max_num_seq'"):
+        PARAMS.with_changes({"max_num_seq": 4})
+    with pytest.raises(InvalidInput, match="max_num_seqs"):
+        PARAMS.with_changes({"max_num_seqs": 0})

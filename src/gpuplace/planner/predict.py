@@ -15,6 +15,7 @@ judged at the band's slow edge and at its fast edge. Pure: the catalogs and the 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -305,14 +306,15 @@ def replica_model(
     efficiency: EfficiencyTable,
     precision: Precision = BF16,
     operators: OperatorTable | None = None,
-    num_scheduler_steps: int = 1,
+    engine_changes: Mapping[str, Any] | None = None,
 ) -> tuple[ReplicaModel, tuple[str, ...]]:
     """The replica model of ``shape`` under ``traffic`` (the planner's), and where its figures came from;
     with ``operators`` (measured on ``shape``'s GPU, else refused) the measured kernels price it; with
-    ``num_scheduler_steps`` > 1 vLLM V0's multi-step scheduling (published runs of vLLM 0.6)."""
+    ``engine_changes`` (engine parameter → value) the engine run as another release ran it: a published
+    run of vLLM 0.6 had ``max_num_seqs`` 256 and, with multi-step scheduling, ``num_scheduler_steps`` 10."""
     engine = shape_engine(arch, shape, traffic.max_context_tokens, precision)
-    if num_scheduler_steps != 1:
-        engine = replace(engine, num_scheduler_steps=num_scheduler_steps)
+    if engine_changes:
+        engine = engine.with_changes(engine_changes)
     eff, notes = choose_efficiencies(arch, shape.hardware(), efficiency)
     if operators is None:
         return ReplicaModel(
@@ -348,14 +350,12 @@ def predict(
     slo: Slo | None = None,
     band: PredictionBand | None = None,
     operators: OperatorTable | None = None,
-    num_scheduler_steps: int = 1,
+    engine_changes: Mapping[str, Any] | None = None,
 ) -> ShapePrediction:
     """Predict one replica of ``shape`` serving ``traffic`` at ``load``; with ``slo`` (p99 TTFT and/or
     TPOT bounds) also the headroom; with ``band`` the error band of the GPU's class; with ``operators``
     the kernels measured on the GPU in place of its class defaults."""
-    replica, notes = replica_model(
-        arch, shape, traffic, efficiency, precision, operators, num_scheduler_steps
-    )
+    replica, notes = replica_model(arch, shape, traffic, efficiency, precision, operators, engine_changes)
     sp = at_load(replica, load)
     offered = load.rate_rps if load.rate_rps is not None else sp.throughput_rps
     share = offered / replica.capacity_rps if replica.capacity_rps > 0 else math.inf

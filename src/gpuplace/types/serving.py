@@ -14,7 +14,7 @@ the spec it actually ran, and the comparison refuses a verdict when two paths' s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpuplace.errors import InvalidInput
@@ -130,6 +130,21 @@ class EngineParams:
                 "Enable chunked prefill or raise max_num_batched_tokens",
             )
         object.__setattr__(self, "sources", frozen_sources(self.sources))
+
+    def with_changes(self, changes: Mapping[str, Any]) -> EngineParams:
+        """These parameters as another run set them (a published run of an older vLLM), each change
+        checked as the fields are; the KV cache, precision and sources are not changed this way."""
+        allowed = {f.name for f in fields(EngineParams)} - {"sources", "precision", "num_gpu_blocks"}
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise InvalidInput(
+                "engine_changes",
+                unknown,
+                "are not engine parameters a prediction may change",
+                f"Use some of {', '.join(sorted(allowed))}",
+            )
+        sources = {**self.sources, **{k: "set for this prediction" for k in changes}}
+        return replace(self, **changes, sources=sources)
 
     @property
     def kv_capacity_tokens(self) -> int:
