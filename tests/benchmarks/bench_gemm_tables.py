@@ -14,12 +14,21 @@ row-parallel O and down split ``k``), log-bilinear between measured sizes.
 and every GEMM of the step has ``n`` and ``k`` in the fitted range; the others (tokens 33–2047; the narrow
 shards of TP 4 and 8) are out of sample, and only they test the step model.
 
+**What if the step model used them.** The benchmark then predicts the published measurements again
+(``bench_published.py``'s rows and goals) with the measured GEMMs in place of the class efficiencies for the
+linear layers of every bf16 shape on these two GPUs (``StepTimeModel.gemm_curve``/``head_curve``, built per
+model and TP degree from the tables; everything else unchanged), and reports the goals beside today's. A
+counterfactual, not gpuplace's prediction: the step model does not read these tables.
+
 Run: ``.venv/bin/python tests/benchmarks/bench_gemm_tables.py`` (creates ``.venv-aic`` on first use: a
-pip install of aiconfigurator 0.12.0). Writes docs/benchmarks/gemm_tables.{md,json}.
+pip install of aiconfigurator 0.12.0; the counterfactual takes about three minutes). Writes
+docs/benchmarks/gemm_tables.{md,json}.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
 import subprocess
@@ -71,6 +80,52 @@ def ask(system: str, points: list[list[int]]) -> dict[str, Any]:
         [str(python), str(DRIVER)], input=json.dumps(job), capture_output=True, text=True, check=True
     )
     return dict(json.loads(done.stdout))
+
+
+def curves(gpu: str, arch: Any, tp: int) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """The linear layers' seconds (all layers) and the LM head's, by tokens, from the measured GEMMs."""
+    grid = [m for m in ask(SYSTEMS[gpu], [])["grid_m"] if m & (m - 1) == 0]  # the powers of two measured
+    shapes = sharded(arch, tp)
+    lat = ask(SYSTEMS[gpu], [[m, n, k] for m in grid for _, n, k in shapes])["latency_ms"]
+    body, head = [], []
+    for i, m in enumerate(grid):
+        per = dict(zip([s[0] for s in shapes], lat[i * len(shapes) : (i + 1) * len(shapes)], strict=True))
+        body.append(
+            (float(m), sum(v for name, v in per.items() if name != "lm_head") * arch.num_layers / 1e3)
+        )
+        head.append((float(m), per["lm_head"] / 1e3))
+    return tuple(body), tuple(head)
+
+
+def counterfactual() -> dict[str, Any]:
+    """The published benchmark's goals, today's and with the measured GEMMs in the step model."""
+    sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
+    import bench_published
+    from published_rows import read_rows
+
+    import gpuplace.planner.predict as predict_module
+    from gpuplace.types.precision import BF16
+
+    rows = read_rows(bench_published.MEASUREMENTS)
+    today = bench_published.goal_counts(bench_published.evaluate(rows)[0])
+    original = predict_module.roofline_step_model
+    cached = functools.lru_cache(maxsize=None)(curves)
+
+    def with_tables(arch: Any, hw: Any, eff: Any, precision: Any = BF16) -> Any:
+        base = original(arch, hw, eff, precision)
+        if hw.spec.name not in SYSTEMS or precision != BF16:
+            return base
+        body, head = cached(hw.spec.name, arch, hw.tp)
+        return dataclasses.replace(
+            base, gemm_curve=body, head_curve=head, source=f"{base.source} + AIC GEMMs"
+        )
+
+    predict_module.roofline_step_model = with_tables  # type: ignore[assignment]
+    try:
+        tables = bench_published.goal_counts(bench_published.evaluate(rows)[0])
+    finally:
+        predict_module.roofline_step_model = original
+    return {"today": today, "with_measured_gemms": tables}
 
 
 def measure() -> dict[str, Any]:
@@ -160,12 +215,36 @@ def markdown(data: dict[str, Any], seconds: float) -> str:
         "`*`: out of sample. Figures are gpuplace's linear-layer time ÷ the measured GEMMs' sum.",
         "",
     ]
+    goals = data.get("counterfactual")
+    if goals:
+        lines += [
+            "## What if the step model used the measured GEMMs (a counterfactual)",
+            "",
+            "The published benchmark's goals (docs/benchmarks/published.md), predicted again with these tables "
+            "in place of the class efficiencies for the linear layers of the bf16 shapes on these two GPUs:",
+            "",
+            "| goal | today | with the measured GEMMs |",
+            "|---|---|---|",
+        ]
+        for key, label in (("tpot_p50", "p50 TPOT within 20%"), ("ttft_p50", "p50 TTFT within 30%")):
+            a, b = goals["today"][key], goals["with_measured_gemms"][key]
+            lines.append(
+                f"| {label} | {a['within']} of {a['rows']} (median {a['median_error']:+.0%}) | "
+                f"{b['within']} of {b['rows']} (median {b['median_error']:+.0%}) |"
+            )
+        a, b = goals["today"]["saturation_vs_trt"], goals["with_measured_gemms"]["saturation_vs_trt"]
+        lines += [
+            f"| saturation 0.5–1.05 × TensorRT-LLM offline | {a['within']} of {a['rows']} ({a['above']} above) | "
+            f"{b['within']} of {b['rows']} ({b['above']} above) |",
+            "",
+        ]
     return "\n".join(lines)
 
 
 def main() -> None:
     t0 = time.perf_counter()
     data = measure()
+    data["counterfactual"] = counterfactual()
     seconds = time.perf_counter() - t0
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "gemm_tables.json").write_text(json.dumps(data, indent=1) + "\n")
