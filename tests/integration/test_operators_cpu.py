@@ -39,7 +39,7 @@ def table_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_cpu_table_has_every_operator_and_its_regimes(table_path: Path) -> None:
     table = read_operator_table(table_path)
-    assert table.device.kind == "cpu" and table.gpu == "" and table.bandwidth_source == "measured"
+    assert table.device.kind == "cpu" and table.gpu == "" and table.bandwidth_source.startswith("measured")
     assert {r.tokens for r in table.of("gemm")} == {1, 2, 4, 8, 16, 32, 64}
     assert {r.layer for r in table.of("gemm")} == {"qkv", "o", "gate_up", "down", "lm_head"}
     assert table.of("attention_decode")

@@ -60,7 +60,8 @@ def test_distributions_are_consistent(tiny_profile) -> None:  # type: ignore[no-
 
 
 def test_roofline_columns_on_cpu_use_measured_bandwidth(tiny_profile) -> None:  # type: ignore[no-untyped-def]
-    assert tiny_profile.bandwidth_source == "measured"
+    # a probe another process disturbed keeps its best round and says so ("measured (disturbed: best round)")
+    assert tiny_profile.bandwidth_source.startswith("measured")
     assert tiny_profile.memory_bandwidth_gbps > 0.5
     for r in tiny_profile.results:
         assert 0 < r.mbu < 1.5
