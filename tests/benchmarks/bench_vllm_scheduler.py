@@ -45,18 +45,32 @@ IMPACT_SHAPES = (  # model, GPU, TP, prompt, output: KV caches that fill at thes
 IMPACT_LOADS = (0.5, 0.7, 0.85)
 
 
-def part_agreement() -> dict[str, Any]:
+def part_agreement(recorded: dict[str, Any]) -> dict[str, Any]:
+    """Every stream through vLLM and the simulation; ``recorded``: the last run's figures, whose *before*
+    columns are kept when the commit they were simulated at is no longer in this clone's history."""
     with tempfile.TemporaryDirectory() as tmp:
         run = vs.referee(vs.streams(), vs.write_model_dir(Path(tmp)))
     streams = {s.name: s for s in vs.streams()}
-    older = _engine_sim_at(TRACED_BEFORE).simulate
+    old_module = _engine_sim_at(TRACED_BEFORE)
+    kept = {r["name"]: r for r in recorded.get("streams", [])}
     rows = []
     for a in run.agreements:
         s = streams[a.name]
         t0 = time.perf_counter()
         vs.simulated_steps(s)
         wall = time.perf_counter() - t0
-        before = vs.compare(a.name, vs.simulated_steps(s, older), run.vllm_steps[a.name])
+        if old_module is not None:
+            before = vs.compare(a.name, vs.simulated_steps(s, old_module.simulate), run.vllm_steps[a.name])
+            was = {
+                "before_same_step": before.same_step,
+                "before_compared": before.compared,
+                "before_steps_gpuplace": before.steps_gpuplace,
+            }
+        else:  # recorded when the commit was in the history (a vLLM run does not change it)
+            old = kept.get(a.name, {})
+            was = {
+                k: old.get(k, "n/a") for k in ("before_same_step", "before_compared", "before_steps_gpuplace")
+            }
         rows.append(
             a.as_dict()
             | {
@@ -64,10 +78,8 @@ def part_agreement() -> dict[str, Any]:
                 "requests": len(s.requests),
                 "vllm_wall_s": run.stream_wall_s.get(a.name),
                 "gpuplace_wall_s": wall,
-                "before_same_step": before.same_step,
-                "before_compared": before.compared,
-                "before_steps_gpuplace": before.steps_gpuplace,
             }
+            | was
             | (
                 {"lag_model_same_step": vs.compare(a.name, async_steps(s), run.vllm_steps[a.name]).same_step}
                 if s.async_scheduling
@@ -84,14 +96,18 @@ def part_agreement() -> dict[str, Any]:
 
 
 def _engine_sim_at(commit: str) -> Any:
-    """``planner/engine_sim.py`` as it was at ``commit`` (over today's other modules)."""
-    source = subprocess.run(
+    """``planner/engine_sim.py`` as it was at ``commit`` (over today's other modules); None when the commit
+    is not in this clone's history (the history was rewritten since: the figures then stay as recorded)."""
+    shown = subprocess.run(
         ["git", "show", f"{commit}:src/gpuplace/planner/engine_sim.py"],
         cwd=REPO,
-        check=True,
         capture_output=True,
         text=True,
-    ).stdout
+    )
+    if shown.returncode != 0:
+        print(f"commit {commit} is not in this clone's history: its figures stay as recorded", flush=True)
+        return None
+    source = shown.stdout
     path = Path(tempfile.mkdtemp()) / f"engine_sim_{commit}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"engine_sim_{commit}", path)
@@ -101,7 +117,7 @@ def _engine_sim_at(commit: str) -> Any:
     return module
 
 
-def part_impact(requests: int) -> dict[str, Any]:
+def part_impact(requests: int) -> dict[str, Any] | None:
     from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.engine import vllm_engine_params
@@ -112,6 +128,8 @@ def part_impact(requests: int) -> dict[str, Any]:
     from gpuplace.workload import LengthDist
 
     before = _engine_sim_at(BEFORE)
+    if before is None:
+        return None
     catalog = load_gpu_catalog()
     rows = []
     for model_name, gpu, tp, prompt, output in IMPACT_SHAPES:
@@ -276,9 +294,11 @@ def main() -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     today = datetime.date.today().isoformat()
     if args.part in ("agreement", "all"):
-        data["agreement"] = part_agreement() | {"date": today}
+        data["agreement"] = part_agreement(data.get("agreement", {})) | {"date": today}
     if args.part in ("impact", "all"):
-        data["impact"] = part_impact(args.requests) | {"date": today}
+        impact = part_impact(args.requests)
+        if impact is not None:  # else the recorded figures stay
+            data["impact"] = impact | {"date": today}
     OUT.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=str) + "\n")
     (OUT / "vllm_scheduler.md").write_text(render(data))

@@ -128,10 +128,12 @@ def streams() -> list[Stream]:
 
 def simulated_steps(stream: Stream, simulation: Any = simulate) -> list[dict[str, Any]]:
     """gpuplace's schedule of ``stream``, step by step, in the driver's form (``simulation``: another
-    version of ``simulate``, for a benchmark's before and after)."""
+    version of ``simulate``, for a benchmark's before and after); an async stream is simulated with
+    asynchronous scheduling."""
     model = StepTimeModel(fixed_s=stream.fixed_s, per_token_s=stream.per_token_s)
+    engine = replace(stream.engine, async_scheduling=stream.async_scheduling)
     result = simulation(
-        stream.requests, stream.engine, model, discard_head=0, discard_tail=0,
+        stream.requests, engine, model, discard_head=0, discard_tail=0,
         abort_backlog=len(stream.requests), trace=True, concurrency=stream.concurrency,
     )  # fmt: skip
     return [

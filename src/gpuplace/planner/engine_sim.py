@@ -50,69 +50,11 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-from gpuplace.errors import InvalidInput
+from gpuplace.planner.sim_inputs import arrivals_in_order, longest_blocks
 from gpuplace.planner.sim_results import distribution, itl_distribution, latencies, unstable
 from gpuplace.planner.steptime import StepTimeModel, causal_pairs, decode_steps_until
 from gpuplace.types.engine import EngineParams, EngineStep, ServingPrediction, SimulatedRequest
 from gpuplace.workload import RequestSpec
-
-
-def _longest_blocks(
-    requests: Sequence[RequestSpec],
-    engine: EngineParams,
-    concurrency: int | None,
-    discard_head: float,
-    discard_tail: float,
-) -> int:
-    """The KV blocks of the workload's longest request, once the inputs are checked: some requests to
-    keep after warm-up and drain, and every request fitting ``max_model_len`` and the KV cache alone."""
-    if not requests:
-        raise InvalidInput("requests", 0, "nothing to simulate", "Give at least one request")
-    if concurrency is not None and concurrency < 1:
-        raise InvalidInput("concurrency", concurrency, "must be at least 1", "")
-    if not (0 <= discard_head < 1 and 0 <= discard_tail < 1 and discard_head + discard_tail < 1):
-        raise InvalidInput("discard_head/discard_tail", (discard_head, discard_tail), "must leave requests")
-    too_long = [r for r in requests if r.prompt_tokens + r.output_tokens > engine.max_model_len]
-    if too_long:
-        r = too_long[0]
-        raise InvalidInput(
-            "requests",
-            f"#{r.index}: {r.prompt_tokens}+{r.output_tokens} tokens",
-            f"exceeds max_model_len={engine.max_model_len} ({len(too_long)} such requests)",
-            "Shorten the workload's lengths or raise max_model_len",
-        )
-    bs = engine.block_size
-    longest = max(-(-(r.prompt_tokens + r.output_tokens) // bs) for r in requests)
-    if longest > engine.num_gpu_blocks - 1:  # vLLM's block pool keeps one block aside (its null block)
-        raise InvalidInput(
-            "num_gpu_blocks",
-            engine.num_gpu_blocks,
-            "is too small for one request of the workload alone",
-            "Use more GPU memory (a larger GPU or TP degree) or shorter requests",
-        )
-    return longest
-
-
-def _arrivals(
-    requests: Sequence[RequestSpec], concurrency: int | None
-) -> tuple[list[float], list[int], list[int], int]:
-    """Arrivals, prompt and output lengths in the engine's order, and how many are released at 0: open
-    loop, all, by arrival; closed loop, the first ``concurrency`` (the others NaN until released)."""
-    n_req = len(requests)
-    prompt = [r.prompt_tokens for r in requests]
-    out = [r.output_tokens for r in requests]
-    if concurrency is not None:
-        released = max(0, min(concurrency, n_req))
-        return [0.0] * released + [math.nan] * (n_req - released), prompt, out, released
-    arrival = [r.arrival_s for r in requests]
-    if any(not math.isfinite(a) for a in arrival):
-        raise InvalidInput("requests", "arrival_s", "has NaN: a closed-loop workload", "Pass concurrency=")
-    order = sorted(range(n_req), key=arrival.__getitem__)
-    if order != list(range(n_req)):
-        prompt = [prompt[i] for i in order]
-        out = [out[i] for i in order]
-        arrival = [arrival[i] for i in order]
-    return arrival, prompt, out, n_req
 
 
 def simulate(
@@ -139,7 +81,7 @@ def simulate(
     spans are then stepped one by one), which the vLLM referee compares with vLLM's own scheduler
     (tests/referee/).
     """
-    longest = _longest_blocks(requests, engine, concurrency, discard_head, discard_tail)
+    longest = longest_blocks(requests, engine, concurrency, discard_head, discard_tail)
     n_req = len(requests)
     bs = engine.block_size
     capacity = engine.num_gpu_blocks - 1  # vLLM's block pool keeps one block aside (its null block)
@@ -165,9 +107,16 @@ def simulate(
     run_steps = engine.num_scheduler_steps
     multi = run_steps > 1
     run_end = 0  # step counter at which the current run ends
+    # asynchronous scheduling (vLLM V1's AsyncScheduler): the next step is scheduled while one is in flight,
+    # seeing the arrivals by that step's start; a request that finished in it keeps its slot and blocks
+    # until the next step is scheduled
+    asyn = engine.async_scheduling
+    in_flight_start = -1.0  # start of the step in flight while the next is scheduled; < 0: none
+    finishing: dict[int, None] = {}  # finished in the step in flight, not yet freed
+    fin_ctx = 0  # their tokens in the KV cache
 
     closed = concurrency is not None
-    arrival, prompt, out, released = _arrivals(requests, concurrency)
+    arrival, prompt, out, released = arrivals_in_order(requests, concurrency)
 
     # per-request state
     need = list(prompt)  # tokens to compute before the next sample (prompt, or prompt+generated on recompute)
@@ -204,16 +153,29 @@ def simulate(
 
     def complete(i: int) -> None:
         """``i`` sampled its last token in the step that just ended; closed loop: the next starts."""
-        nonlocal released, pending_work
-        del running[i]
+        nonlocal released, pending_work, fin_ctx
         finish[i] = now + overhead
-        held[i] = 0
+        generated[i] = out[i]
+        if asyn:
+            finishing[i] = None
+            fin_ctx += prompt[i] + out[i]
+        else:
+            del running[i]
+            held[i] = 0
         if closed and released < n_req:
             arrival[released] = now
             waiting.append(released)
             released += 1
             if running:
                 pending_work += work  # it arrives while the engine runs (see the open loop's arrivals)
+
+    def free_finishing() -> None:
+        nonlocal fin_ctx
+        for i in finishing:
+            del running[i]
+            held[i] = 0
+        finishing.clear()
+        fin_ctx = 0
 
     def finish_decoders() -> None:
         nonlocal ctx
@@ -244,7 +206,10 @@ def simulate(
         return prompt[i] + generated[i] + (step - enter_step[i])
 
     def preempt(i: int) -> None:
-        nonlocal ctx, partial, prefill_held, preemptions
+        nonlocal ctx, partial, prefill_held, preemptions, fin_ctx
+        if i in finishing:  # the newest running request may be one that finished in the step in flight
+            del finishing[i]
+            fin_ctx -= prompt[i] + out[i]
         if i in decoding:
             decoding.discard(i)
             generated[i] += step - enter_step[i]
@@ -264,7 +229,8 @@ def simulate(
 
     while True:
         if not closed:
-            while next_arrival < n_req and arrival[next_arrival] <= now:
+            cutoff = in_flight_start if in_flight_start >= 0 else now
+            while next_arrival < n_req and arrival[next_arrival] <= cutoff:
                 waiting.append(next_arrival)
                 next_arrival += 1
                 if running:
@@ -281,6 +247,9 @@ def simulate(
                 return unstable(step, now, preemptions, max_running)
         n = len(decoding)
         if not running and not waiting:
+            if in_flight_start >= 0:  # async: nothing to schedule until the step in flight has ended
+                in_flight_start = -1.0
+                continue
             if closed or next_arrival >= n_req:
                 break
             idle_since = now + pending_work  # idle: the work is done meanwhile
@@ -295,17 +264,21 @@ def simulate(
         # partly filled block per request that can be running then; an admission needs room for
         # a whole request besides (vLLM checks that its whole prompt fits).
         admissible = min(len(waiting), max_seqs - len(running)) if can_admit else 0
-        upper_blocks = (ctx + prefill_held + budget) // bs + len(running) + admissible + 1
+        upper_blocks = (ctx + prefill_held + budget + fin_ctx) // bs + len(running) + admissible + 1
         upper_blocks += longest if can_admit else 0
         if not exact and upper_blocks > capacity:
             exact = True
             for i in running:
-                held[i] = -(-(length(i) - 1) // bs) if i in decoding else -(-computed[i] // bs)
+                if i in finishing:
+                    held[i] = -(-(prompt[i] + out[i] - 1) // bs)
+                else:
+                    held[i] = -(-(length(i) - 1) // bs) if i in decoding else -(-computed[i] // bs)
         elif exact and upper_blocks <= capacity:
             exact = False
 
-        if partial < 0 and not can_admit and not exact and n and not trace:
+        if partial < 0 and not can_admit and not exact and n and not trace and not (finishing and waiting):
             # A span of decode-only steps: jump to the next event.
+            free_finishing()  # async: freed once the span's first step is scheduled
             a = decode_a.get(n)
             if a is None:
                 a = decode_a[n] = step_s(n, n, n, decodes=n)
@@ -316,12 +289,16 @@ def simulate(
                     run_end = step + run_steps
                 k = min(k, run_end - step)  # arrivals wait for the run's end
             elif not closed and next_arrival < n_req and len(running) < max_seqs:
-                k = min(k, decode_steps_until(now, arrival[next_arrival], a, kv_b, ctx, n))
+                t = arrival[next_arrival]
+                # async: an arrival is seen by the step after the first that starts at or after it
+                until = (1 if t <= now else decode_steps_until(now, t, a, kv_b, ctx, n) + 1) if asyn else 0
+                k = min(k, until or decode_steps_until(now, t, a, kv_b, ctx, n))
             room = (capacity - len(running) - 1) * bs - ctx
             k = max(1, min(k, room // n))
             # the per-step work (scheduler call, input preparation) the steps after a run's first skip
             saved = (k - starts) * model.cpu_step_s if multi else 0.0
             dt = k * a - saved + kv_b * (k * ctx + n * k * (k - 1) / 2) + pending_work
+            last_dt = a + kv_b * (ctx + n * (k - 1)) + (pending_work if k == 1 else 0.0)
             points = min(k, 4)
             for m in range(points):
                 j = (m + 0.5) * k / points
@@ -330,6 +307,7 @@ def simulate(
                 itl_n.append(n * k / points)
             pending_work = 0.0
             now += dt
+            in_flight_start = now - last_dt if asyn else -1.0
             busy_running += len(running) * dt
             step += k
             ctx += n * k
@@ -344,8 +322,8 @@ def simulate(
             free = capacity - sum(held[i] for i in running)
             preempted_now = False
             for i in list(running):
-                if i not in running:
-                    continue  # preempted by an earlier request of this step
+                if i not in running or i in finishing:
+                    continue  # preempted by an earlier request of this step, or finished (async)
                 if i in decoding:
                     tokens = 1
                     want = -(-length(i) // bs)
@@ -396,11 +374,17 @@ def simulate(
                 chunks.append((i, tokens))
                 left -= tokens
         if not chunks and n == 0:
-            raise AssertionError("the simulated engine scheduled nothing with work waiting")
+            if in_flight_start < 0 and not finishing:
+                raise AssertionError("the simulated engine scheduled nothing with work waiting")
+            free_finishing()  # async: nothing to schedule until the step in flight has ended
+            in_flight_start = -1.0
+            continue
         if trace:
             decodes = tuple(i for i in running if i in decoding)
             steps_log.append(EngineStep(now, decodes, tuple(c for c in chunks if c[1] > 0), tuple(victims)))
         victims.clear()
+        free_finishing()
+        in_flight_start = now if asyn else -1.0
         prefill_tokens = 0
         pairs = 0.0
         samples = n

@@ -90,6 +90,10 @@ class EngineParams:
     # is paid once per run. Removed with the V0 engine: 1 for every engine gpuplace deploys; it models
     # published runs of vLLM 0.6 (docs/serving-model.md, "Multi-step scheduling")
     num_scheduler_steps: int = 1
+    # vLLM V1's asynchronous scheduling (its AsyncScheduler, on by default on a GPU): step k+1 is scheduled
+    # while step k runs, so an arrival is seen a step later and a finished request holds its slot and blocks
+    # a step longer (docs/serving-model.md); simulated when set
+    async_scheduling: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -100,6 +104,16 @@ class EngineParams:
             "num_scheduler_steps",
         ):
             _positive_int(name, getattr(self, name))
+        if not isinstance(self.async_scheduling, bool):
+            raise InvalidInput("async_scheduling", self.async_scheduling, "must be true or false", "")
+        if self.async_scheduling and self.num_scheduler_steps != 1:
+            raise InvalidInput(
+                "async_scheduling",
+                True,
+                f"with num_scheduler_steps={self.num_scheduler_steps}: multi-step is V0's, asynchronous "
+                "scheduling V1's",
+                "Set one of them",
+            )
         if isinstance(self.num_gpu_blocks, bool) or not isinstance(self.num_gpu_blocks, int):
             raise InvalidInput("num_gpu_blocks", self.num_gpu_blocks, "must be an integer", "")
         if self.num_gpu_blocks < 0:
@@ -198,6 +212,8 @@ class EngineParams:
         data["precision"] = self.precision.to_json_dict()
         if self.num_scheduler_steps != 1:  # written only when set: plans (and their ids) stay as they were
             data["num_scheduler_steps"] = self.num_scheduler_steps
+        if self.async_scheduling:
+            data["async_scheduling"] = True
         return data
 
     @classmethod
@@ -216,6 +232,7 @@ class EngineParams:
             sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()},
             precision=Precision.from_json_dict(data.get("precision")),  # absent in plans before 2026-12
             num_scheduler_steps=int(data.get("num_scheduler_steps", 1)),
+            async_scheduling=bool(data.get("async_scheduling", False)),
         )
 
 
