@@ -82,9 +82,15 @@ def ask(system: str, points: list[list[int]]) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
+@functools.cache
+def powers_of_two_measured(system: str) -> tuple[int, ...]:
+    """The tokens-per-step counts of ``system``'s table that are powers of two (read once per system)."""
+    return tuple(m for m in ask(system, [])["grid_m"] if m & (m - 1) == 0)
+
+
 def curves(gpu: str, arch: Any, tp: int) -> tuple[tuple[tuple[float, float], ...], ...]:
     """The linear layers' seconds (all layers) and the LM head's, by tokens, from the measured GEMMs."""
-    grid = [m for m in ask(SYSTEMS[gpu], [])["grid_m"] if m & (m - 1) == 0]  # the powers of two measured
+    grid = powers_of_two_measured(SYSTEMS[gpu])
     shapes = sharded(arch, tp)
     lat = ask(SYSTEMS[gpu], [[m, n, k] for m in grid for _, n, k in shapes])["latency_ms"]
     body, head = [], []
@@ -109,7 +115,7 @@ def counterfactual() -> dict[str, Any]:
     rows = read_rows(bench_published.MEASUREMENTS)
     today = bench_published.goal_counts(bench_published.evaluate(rows)[0])
     original = predict_module.roofline_step_model
-    cached = functools.lru_cache(maxsize=None)(curves)
+    cached = functools.cache(curves)
 
     def with_tables(arch: Any, hw: Any, eff: Any, precision: Any = BF16) -> Any:
         base = original(arch, hw, eff, precision)

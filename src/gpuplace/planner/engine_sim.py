@@ -290,9 +290,10 @@ def simulate(
                 k = min(k, run_end - step)  # arrivals wait for the run's end
             elif not closed and next_arrival < n_req and len(running) < max_seqs:
                 t = arrival[next_arrival]
-                # async: an arrival is seen by the step after the first that starts at or after it
-                until = (1 if t <= now else decode_steps_until(now, t, a, kv_b, ctx, n) + 1) if asyn else 0
-                k = min(k, until or decode_steps_until(now, t, a, kv_b, ctx, n))
+                if not asyn:
+                    k = min(k, decode_steps_until(now, t, a, kv_b, ctx, n))
+                else:  # an arrival is seen by the step after the first that starts at or after it
+                    k = min(k, 1 if t <= now else decode_steps_until(now, t, a, kv_b, ctx, n) + 1)
             room = (capacity - len(running) - 1) * bs - ctx
             k = max(1, min(k, room // n))
             # the per-step work (scheduler call, input preparation) the steps after a run's first skip
