@@ -129,10 +129,14 @@ def _open_run(page: Page, url: str) -> str:
     return page.wait_for(lambda t: "Parameters (" in t and "Metrics (" in t, what="the run's page")
 
 
-def _landed(page: Page) -> str:
-    """The experiment page's text once MLflow has chosen its view: the runs, or an empty overview."""
+def _landed(page: Page, run_name: str = RUN_NAME) -> str:
+    """The experiment page's text once MLflow has chosen its view: the runs, or the GenAI overview (3.17's
+    "No data available", 3.18's "Send your first trace")."""
     return page.wait_for(
-        lambda t: (RUN_NAME in t or "No data available" in t) and "Loading..." not in t,
+        lambda t: (
+            (run_name in t or "No data available" in t or "Send your first trace" in t)
+            and "Loading..." not in t
+        ),
         what="the experiment's landing view",
     )
 
@@ -147,37 +151,61 @@ def test_experiment_page_lists_the_run(logged: Logged, page: Page, tmp_path: Pat
     _shoot(page, shots(tmp_path) / "mlflow-experiment.png")
 
 
-# the experiment's row in MLflow's experiments list (its link is "#/experiments/<id>")
-EXPERIMENT_ROW = (
-    "[...document.querySelectorAll('a')].find(a => a.innerText.trim() === 'gpuplace' && "
-    r"/^#\/experiments\/\d+$/.test(a.getAttribute('href') || ''))"
-)
+def _experiment_row(name: str) -> str:
+    """The experiment's row in MLflow's experiments list (its link is "#/experiments/<id>")."""
+    return (
+        f"[...document.querySelectorAll('a')].find(a => a.innerText.trim() === {json.dumps(name)} && "
+        r"/^#\/experiments\/\d+$/.test(a.getAttribute('href') || ''))"
+    )
 
 
-def _click_experiment(page: Page, base: str) -> str:
+TRAINING_RUNS = "[...document.querySelectorAll('a')].find(a => a.innerText.trim() === 'Training runs')"
+
+
+def _click_experiment(page: Page, base: str, experiment: str = "gpuplace", run_name: str = RUN_NAME) -> str:
     """Open MLflow's experiments list and click the experiment, as a reviewer would."""
+    row = _experiment_row(experiment)
     page.goto(f"{base}/#/experiments")
-    page.wait_js(f"!!({EXPERIMENT_ROW})")
-    href = str(page.evaluate(f"{EXPERIMENT_ROW}.getAttribute('href')"))
-    page.evaluate(f"{EXPERIMENT_ROW}.click()")
+    page.wait_js(f"!!({row})")
+    href = str(page.evaluate(f"{row}.getAttribute('href')"))
+    page.evaluate(f"{row}.click()")
     there = f"location.hash === {json.dumps(href)} || /^[/?]/.test(location.hash.slice({len(href)}))"
     try:
         page.wait_js(f"location.hash.startsWith({json.dumps(href)}) && ({there})", timeout_s=20)
     except TimeoutError:  # the click reached the list before its handlers: follow the link as it would
         page.evaluate(f"location.hash = {json.dumps(href)}")
-    return _landed(page)
+    return _landed(page, run_name)
 
 
-def test_from_the_experiments_list_the_browser_s_view_decides(logged: Logged, page: Page) -> None:
+def _runs_by_clicking(page: Page, base: str, experiment: str = "gpuplace", run_name: str = RUN_NAME) -> str:
+    """From MLflow's experiments list to the experiment's runs table by clicks alone: the experiment's row,
+    then, where MLflow lands on its GenAI overview, **Training runs** in the experiment's side bar. Raises
+    AssertionError when the landing page offers no way to the runs (check_experiment_page's "empty view")."""
+    text = _click_experiment(page, base, experiment, run_name)
+    if run_name in text:
+        return text  # the Model training view lands on the runs
+    try:
+        page.wait_js(f"!!({TRAINING_RUNS})", timeout_s=30)
+    except TimeoutError:  # MLflow lists "Training runs" only for an experiment whose runs output a model
+        check_experiment_page(page.text(), run_name)
+        raise
+    page.evaluate(f"{TRAINING_RUNS}.click()")
+    return page.wait_for(lambda t: run_name in t or "No runs" in t, what="the experiment's training runs")
+
+
+def test_from_the_experiments_list_a_reviewer_clicks_through_to_the_runs(logged: Logged, page: Page) -> None:
     """What MLflow 3.17.2's UI does when a reviewer clicks the experiment in its experiments list.
 
     Its landing hook (experiment page chunk, module 24546) takes the experiment's kind from the
     GenAI / Model training switch (module 31080: the ``workflowType`` URL parameter, else the browser's
     ``localStorage['mlflow.workflowType_v1']``, else GenAI), because the build hard-wires the switch on
     (module 89511, ``Z0 = () => true``); the ``mlflow.experimentKind`` tag gpuplace sets is read only when
-    the switch is off. So in a fresh browser the click opens the GenAI overview despite the tag — asserted
-    here, so that an MLflow that honours the tag fails this test and docs/tracking.md gets updated — and
-    after one click on **Model training** (which MLflow keeps in localStorage) it opens on the runs."""
+    the switch is off. MLflow 3.18.0's bundle is the same (its landing is an onboarding page instead).
+    So in a fresh browser the click opens the GenAI overview despite the tag — asserted here, so that an
+    MLflow that honours the tag fails this test and docs/tracking.md gets updated. From there the
+    experiment's side bar lists **Training runs** (module 44405), because the pipeline run records its
+    placement as a LoggedModel output; one click on it shows the runs table. After one click on
+    **Model training** (which MLflow keeps in localStorage) the experiment opens on its runs directly."""
     base = logged.server.uri
     page.goto(f"{base}/#/experiments")
     page.evaluate("localStorage.clear()")  # a reviewer's first visit
@@ -186,6 +214,8 @@ def test_from_the_experiments_list_the_browser_s_view_decides(logged: Logged, pa
     page.goto("about:blank")
     with pytest.raises(AssertionError, match="empty view"):
         check_experiment_page(_click_experiment(page, base), RUN_NAME)
+    page.goto("about:blank")
+    check_experiment_page(_runs_by_clicking(page, base), RUN_NAME)
     page.goto(f"{base}/#/experiments")
     page.wait_for(lambda t: "Model training" in t, what="the GenAI / Model training switch")
     page.evaluate(
@@ -259,10 +289,12 @@ def test_the_checks_fail_on_no_params_and_on_an_empty_view(logged: Logged, page:
     client.log_metric(run.info.run_id, "x", 1.0)
     client.set_terminated(run.info.run_id)
     base = logged.server.uri
-    page.goto(f"{base}/#/experiments/{exp_id}")  # the experiment's plain link: MLflow's default view
-    text = page.wait_for(lambda t: "No data available" in t or "bare-run" in t, what="the bare experiment")
+    page.goto(f"{base}/#/experiments")
+    page.evaluate("localStorage.clear()")  # MLflow's default view
+    page.goto("about:blank")
+    # its run outputs no model, so MLflow's GenAI view offers no "Training runs": clicking cannot reach it
     with pytest.raises(AssertionError, match="empty view"):
-        check_experiment_page(text, "bare-run")
+        _runs_by_clicking(page, base, "bare", "bare-run")
     text = _open_run(page, f"{base}/#/experiments/{exp_id}/runs/{run.info.run_id}?{ML_VIEW}")
     with pytest.raises(AssertionError, match="no parameters"):
         check_run_page(text, {"model": "tiny"}, ["x"])

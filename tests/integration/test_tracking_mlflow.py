@@ -19,7 +19,7 @@ from gpuplace.cli import main
 from gpuplace.steps.compare import CompareOptions, MlflowOptions
 from gpuplace.steps.track import compare_and_track
 from gpuplace.tracking import TrackingFailed, TrackingUnavailable, open_tracker
-from gpuplace.tracking.naming import interval_metric_dict, path_metric_dict
+from gpuplace.tracking.naming import interval_metric_dict, path_metric_dict, placement_model_name
 from gpuplace.tracking.server import LocalServer, free_port, start_local_server
 from tests.support.sample import SamplePaths, write_sample_inputs
 
@@ -94,6 +94,13 @@ def test_full_comparison_is_logged_and_reads_back(
     assert parent.data.params["weight.tpot_p99"] == "0.25"
     assert parent.data.metrics["score.margin"] == pytest.approx(out.comparison.score.margin)
     assert parent.data.metrics["roi.build_cost_usd"] == 15000
+    # the placement is the parent's one model output (MLflow's GenAI view lists such runs as training runs)
+    [output] = parent.outputs.model_outputs
+    model = client.get_logged_model(output.model_id)
+    assert model.model_type == "llm-placement" and model.source_run_id == parent.info.run_id
+    assert model.name == placement_model_name(out.comparison.plan) and "." not in model.name
+    assert model.params["plan_id"] == "sample-0001"
+    assert model.params["chosen"] == out.comparison.plan.chosen.label
 
     children = _children(client, exp_id, parent.info.run_id)
     assert set(children) == {"profile", "plan", "path: native", "path: kubeflow"}

@@ -138,3 +138,18 @@ def test_compare_cli_names_a_missing_file(capsys: pytest.CaptureFixture[str], tm
     ]
     assert main(args) == 2
     assert "native_deployment=" in capsys.readouterr().err
+
+
+def test_placement_model_name_is_one_mlflow_accepts() -> None:
+    """MLflow refuses ``/ : . % " '`` in a LoggedModel name; model ids such as llama-3.1-8b carry dots."""
+    from mlflow.utils.validation import _validate_logged_model_name
+
+    from gpuplace.tracking.naming import placement_model_name
+    from tests.support.plans import sample_plan
+
+    plan = replace(sample_plan(), model="meta/llama-3.1-8b:it")
+    name = placement_model_name(plan)
+    _validate_logged_model_name(name)  # raises on a name MLflow refuses
+    assert name.startswith("meta_llama-3_1-8b_it on ") and name.endswith(plan.chosen.label)
+    with pytest.raises(Exception, match="Invalid model name"):
+        _validate_logged_model_name(f"{plan.model} on {plan.chosen.label}")

@@ -23,7 +23,7 @@ from typing import Any
 
 import mlflow
 from mlflow import MlflowClient
-from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
+from mlflow.entities import DatasetInput, InputTag, LoggedModelOutput, Metric, Param, RunTag
 
 from gpuplace.tracking.config import TrackingConfig, TrackingFailed
 from gpuplace.tracking.naming import (
@@ -296,6 +296,32 @@ class Tracker:
             )
         for t in tags:
             self._call(f"setting tag {t.key}", run.run_id, self._client.set_tag, run.run_id, t.key, t.value)
+
+    def log_model_output(
+        self, run: RunHandle, name: str, params: Mapping[str, str], *, model_type: str
+    ) -> str:
+        """Record ``name`` as an MLflow LoggedModel (no artifacts: its params) and link it as an output of
+        ``run``; returns its model id. A run with a model output is what MLflow 3's GenAI view lists under
+        **Training runs** in the experiment's side bar, the only way from that view's landing page to the
+        runs table (docs/tracking.md#what-a-reviewer-finds-where)."""
+        model = self._call(
+            f"recording the model {name!r}",
+            run.run_id,
+            self._client.create_logged_model,
+            self._experiment_id,
+            name=name,
+            source_run_id=run.run_id,
+            params=dict(redact_pairs(params, self._secrets)),
+            model_type=model_type,
+        )
+        self._call(
+            f"linking the model {name!r} as the run's output",
+            run.run_id,
+            self._client.log_outputs,
+            run.run_id,
+            [LoggedModelOutput(model.model_id, step=0)],
+        )
+        return str(model.model_id)
 
     # --- artifacts --------------------------------------------------------------------------------
 

@@ -272,6 +272,16 @@ def plan_params(plan: PlacementPlan) -> dict[str, str]:
     }
 
 
+PLACEMENT_MODEL_TYPE = "llm-placement"  # the LoggedModel's type in MLflow's Models tab
+
+
+def placement_model_name(plan: PlacementPlan) -> str:
+    """The MLflow LoggedModel name of a plan's placement, e.g. ``llama-3_1-8b on 3× H100``: MLflow refuses
+    ``/ : . % " '`` in a model name, so each becomes ``_``."""
+    name = f"{plan.model} on {plan.chosen.label}"
+    return "".join("_" if c in "/:.%\"'" else c for c in name)
+
+
 def point_params(r: PointResult) -> dict[str, str]:
     p = r.point
     return {

@@ -34,6 +34,7 @@ from gpuplace.tracking.naming import (
     ART_REPORT,
     ART_TABLES,
     MLFLOW_NOTE,
+    PLACEMENT_MODEL_TYPE,
     TAG_PATH,
     TAG_PLAN,
     TAG_STEP,
@@ -46,6 +47,7 @@ from gpuplace.tracking.naming import (
     interval_metric_dict,
     path_metric_dict,
     path_params,
+    placement_model_name,
     plan_metric_dict,
     plan_params,
     point_metric_dict,
@@ -125,6 +127,12 @@ def log_pipeline_run(tracker: Tracker, bundle: RunBundle) -> str:
             _log_profile(tracker, parent, bundle.profile_file, profile, bundle.sweep_point_runs, tags, span)
         if plan is not None:
             _log_plan(tracker, parent, plan, bundle, tags, span.get("plan"))
+            # the placement as the run's model output: MLflow's GenAI view then lists the run under
+            # "Training runs" (docs/tracking.md#what-a-reviewer-finds-where)
+            placement = {k: v for k, v in plan_params(plan).items() if k != "placements"}
+            tracker.log_model_output(
+                parent, placement_model_name(plan), placement, model_type=PLACEMENT_MODEL_TYPE
+            )
         metrics_by_path = {m.path: m for m in bundle.comparison.paths} if bundle.comparison else {}
         for files in bundle.paths:  # a run without a comparison: its path's figures from its own files
             if files.path not in metrics_by_path and (measured := measured_path(files, plan)) is not None:
