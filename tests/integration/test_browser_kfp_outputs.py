@@ -7,11 +7,18 @@ component under kfp's local runner, both paths serving the local model): ``compa
 needs a KFP backend, which cannot run here, so its viewers are reproduced: its Markdown viewer is the
 one the UI uses, markdown-to-jsx under React 16 (kubeflow/pipelines ``frontend/src/components/viewers/
 MarkdownViewer.tsx``; the npm packages are installed by tests/browser/kfp_markdown.sh), its HTML viewer
-the sandboxed ``srcdoc`` iframe it uses (scripts allowed, no same origin), and a Metrics output the
-UI's scalar table of the artifact's metadata (name, value). What the test checks is what the browser
-rendered: tables are tables (no line of literal pipes), the HTML report shows every plot from inside the
-page, asks nothing of the network and throws no script error, and the metrics carry the measured figures
-under names with their units.
+the sandboxed ``srcdoc`` iframe it uses (scripts allowed, no same origin). What the test checks of those
+is what the browser rendered: tables are tables (no line of literal pipes), the HTML report shows every plot
+from inside the page, asks nothing of the network and throws no script error.
+
+A Metrics output is **not rendered**: the UI's scalar table (``MetricsVisualizations.tsx``,
+``ScalarMetricsSection``: a ``PagedTable`` of every custom property but ``display_name``, each value as
+``JSON.stringify`` writes it) is part of the KFP frontend, which npm does not publish, and a table this test
+wrote itself would check the test. What is checked is the artifact's metadata, which that table shows
+row by row: the measured figures under names with their units, each a finite number (``JSON.stringify``
+writes NaN and infinities as ``null``), none named ``display_name`` (the table leaves that key out). Not
+checked here: the table's layout, and that the KFP launcher sets the ``display_name`` without which the UI
+shows no Metrics artifact at all (a KFP backend's part).
 
 Screenshots go to ``$GPUPLACE_SCREENSHOTS`` (``make screenshots``: docs/images), else to the test's folder.
 """
@@ -22,6 +29,7 @@ import contextlib
 import html
 import io
 import json
+import math
 import os
 import subprocess
 from collections.abc import Iterator
@@ -158,16 +166,6 @@ def html_viewer_page(report_html: str, out: Path) -> Path:
     return out
 
 
-def metrics_page(metrics: dict[str, float], out: Path) -> Path:
-    """A Metrics output as the KFP UI's scalar-metrics table shows it (name, value)."""
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.4g}</td></tr>" for k, v in metrics.items())
-    out.write_text(
-        f"{HEAD}<body><h3>Scalar metrics: metrics</h3>"
-        f"<table><tr><th>name</th><th>value</th></tr>{rows}</table></body></html>"
-    )
-    return out
-
-
 def _open(page: Page, file: Path) -> str:
     page.exceptions.clear()
     page.requests.clear()
@@ -229,7 +227,9 @@ def test_html_report_is_self_contained(ran: Ran, page: Page, tmp_path: Path) -> 
     page.screenshot(shots(tmp_path) / "kfp-compare-report-html.png")
 
 
-def test_metrics_outputs_carry_measured_figures_with_units(ran: Ran, page: Page, tmp_path: Path) -> None:
+def test_metrics_outputs_carry_measured_figures_with_units(ran: Ran) -> None:
+    """The Metrics outputs' metadata, which the KFP UI's scalar table shows row by row (not rendered here:
+    the module docstring says why and what that leaves unchecked)."""
     from gpuplace.steps.compare import read_comparison
 
     comparison = read_comparison(ran.one("compare-paths/comparison"))
@@ -246,11 +246,8 @@ def test_metrics_outputs_carry_measured_figures_with_units(ran: Ran, page: Page,
     assert loadtest, "the load test's Metrics output is empty"
     for name, value in {**metrics, **loadtest}.items():
         assert name.endswith(UNITS), f"metric {name!r} does not say its unit"
-        assert isinstance(value, int | float), (name, value)
+        # the KFP UI's scalar table shows JSON.stringify(value): NaN and infinities would read "null"
+        assert isinstance(value, int | float) and math.isfinite(value), (name, value)
+        assert name != "display_name", "the KFP UI's scalar table leaves display_name out"
     assert any(k.startswith("tpot") or "tpot" in k for k in loadtest), sorted(loadtest)
     assert report["completed"] >= 1
-    text = _open(page, metrics_page(metrics, tmp_path / "metrics.html"))
-    assert "native_tpot_p99_ms" in text and "beyond_noise" in text
-    page.screenshot(shots(tmp_path) / "kfp-compare-metrics.png")
-    text = _open(page, metrics_page(loadtest, tmp_path / "loadtest-metrics.html"))
-    page.screenshot(shots(tmp_path) / "kfp-loadtest-metrics.png")
