@@ -32,6 +32,15 @@ MULTI_STEP = 10
 # once (EngineArgs.max_num_seqs in vllm/engine/arg_utils.py); V1 on an H100 runs 1024
 V0_MAX_NUM_SEQS = 256
 V0_VERSIONS = ("0.5.", "0.6.", "2024")  # measurements.csv's engine_version of V0-era vLLM rows
+# vLLM turned asynchronous scheduling on by default with vllm-project/vllm#27614, the last item of its
+# async plan (#27679), in the releases of early 2026: a row whose recorded version is at least this ran with
+# it (the ~0.19.1 rows); 0.10.0 and the 2024 installs did not, and a row without a version is left as is
+ASYNC_DEFAULT_FROM = (0, 14)
+
+
+def _async_default(raw: dict[str, str]) -> bool:
+    m = re.search(r"(\d+)\.(\d+)", raw["engine_version"])
+    return raw["engine"].startswith("vLLM") and m is not None and (int(m[1]), int(m[2])) >= ASYNC_DEFAULT_FROM
 
 
 def _v0(raw: dict[str, str], multi_step: bool) -> bool:
@@ -238,6 +247,9 @@ def _row(i: int, raw: dict[str, str]) -> Row:
     if _v0(raw, multi_step):
         changes["max_num_seqs"] = V0_MAX_NUM_SEQS
         notes += (f"vLLM V0: at most {V0_MAX_NUM_SEQS} sequences at once",)
+    if _async_default(raw):
+        changes["async_scheduling"] = True
+        notes += ("asynchronous scheduling (vLLM's default since early 2026), simulated",)
     sources = "; ".join(dict.fromkeys(s for s in (prompt[1], output[1]) if s))
     return Row(
         i, raw, "", model, gpu[0], int(tp), precision[0], precision[1], prompt[0], output[0], sources,
