@@ -34,7 +34,9 @@ V0_MAX_NUM_SEQS = 256
 V0_VERSIONS = ("0.5.", "0.6.", "2024")  # measurements.csv's engine_version of V0-era vLLM rows
 # vLLM turned asynchronous scheduling on by default with vllm-project/vllm#27614, the last item of its
 # async plan (#27679), in the releases of early 2026: a row whose recorded version is at least this ran with
-# it (the ~0.19.1 rows); 0.10.0 and the 2024 installs did not, and a row without a version is left as is
+# it (the ~0.19.1 rows); 0.10.0 and the 2024 installs did not. gpuplace's vLLM predictions schedule
+# asynchronously by default (vllm serve's default), so every row says which: a row without a version, and
+# the other engines' rows (SGLang's and TensorRT-LLM's overlap schedulers are not simulated), run without
 ASYNC_DEFAULT_FROM = (0, 14)
 
 
@@ -247,8 +249,8 @@ def _row(i: int, raw: dict[str, str]) -> Row:
     if _v0(raw, multi_step):
         changes["max_num_seqs"] = V0_MAX_NUM_SEQS
         notes += (f"vLLM V0: at most {V0_MAX_NUM_SEQS} sequences at once",)
-    if _async_default(raw):
-        changes["async_scheduling"] = True
+    changes["async_scheduling"] = _async_default(raw)
+    if changes["async_scheduling"]:
         notes += ("asynchronous scheduling (vLLM's default since early 2026), simulated",)
     sources = "; ".join(dict.fromkeys(s for s in (prompt[1], output[1]) if s))
     return Row(

@@ -242,6 +242,7 @@ def test_vllm_reads_the_values_the_prediction_assumed(referee: dict[str, Any]) -
         assert got["gpu_memory_utilization"] == pytest.approx(engine.gpu_memory_utilization), label
         assert got["max_model_len"] == engine.max_model_len, label
         assert got["enable_chunked_prefill"] is True, label
+        assert got["async_scheduling"] is engine.async_scheduling is True, label  # vllm serve's default
         assert got["quantization"] == ("fp8" if engine.precision.fp8_weights else None), label
         assert got["kv_cache_dtype"] == ("fp8" if engine.precision.kv_cache == "fp8" else "auto"), label
     assert referee["plans"]["tp"].chosen.tp > 1

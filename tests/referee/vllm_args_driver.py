@@ -34,6 +34,7 @@ FLAGS = (
     "gpu_memory_utilization",
     "max_model_len",
     "enable_chunked_prefill",
+    "async_scheduling",
     "quantization",
     "kv_cache_dtype",
     "dtype",

@@ -84,9 +84,13 @@ def test_the_committed_coverage_is_the_one_the_results_give(bench: Any, committe
 
 def test_rows_of_a_vllm_with_async_scheduling_by_default_simulate_it(bench: Any) -> None:
     """vLLM's ~0.19.1 rows ran with asynchronous scheduling on (its default since early 2026); 0.10.0
-    (MLPerf v5.1) and the 2024 installs did not. A row without a version is left as it is."""
-    rows = [r for r in bench.read_rows(bench.MEASUREMENTS) if not r.reason and r.engine == "vLLM"]
-    by_async = {r.raw["engine_version"]: ("async_scheduling", True) in r.engine_changes for r in rows}
+    (MLPerf v5.1) and the 2024 installs did not, nor do the rows without a version or of another engine.
+    gpuplace's vLLM predictions schedule asynchronously by default, so each row says which it ran."""
+    rows = [r for r in bench.read_rows(bench.MEASUREMENTS) if not r.reason]
+    assert all(dict(r.engine_changes).get("async_scheduling") in (True, False) for r in rows)
+    vllm = [r for r in rows if r.engine == "vLLM"]
+    by_async = {r.raw["engine_version"]: dict(r.engine_changes)["async_scheduling"] for r in vllm}
     assert by_async["~0.19.1 (see notes)"] is True
     assert by_async["0.10.0"] is False and by_async["0.6.0"] is False
     assert not any(v for k, v in by_async.items() if "2024" in k or "not recorded" in k)
+    assert not any(dict(r.engine_changes)["async_scheduling"] for r in rows if r.engine != "vLLM")

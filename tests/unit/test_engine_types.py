@@ -131,3 +131,9 @@ def test_an_engine_can_be_run_as_an_older_release_ran_it_each_change_checked() -
         PARAMS.with_changes({"max_num_seq": 4})
     with pytest.raises(InvalidInput, match="max_num_seqs"):
         PARAMS.with_changes({"max_num_seqs": 0})
+    # an engine that schedules asynchronously (vLLM V1's default) run as V0's multi-step: V0 had none
+    v1 = replace(PARAMS, async_scheduling=True)
+    v0 = v1.with_changes({"num_scheduler_steps": 10})
+    assert v0.async_scheduling is False and "V0" in v0.sources["async_scheduling"]
+    with pytest.raises(InvalidInput, match="async_scheduling"):
+        v1.with_changes({"num_scheduler_steps": 10, "async_scheduling": True})

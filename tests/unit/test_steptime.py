@@ -20,6 +20,7 @@ from gpuplace.planner.engine import (
 )
 from gpuplace.planner.engine_sim import simulate
 from gpuplace.planner.hardware import ReplicaHardware
+from gpuplace.planner.replica import ReplicaModel, TrafficShape
 from gpuplace.planner.steptime import (
     activation_bytes_per_token,
     causal_pairs,
@@ -31,6 +32,7 @@ from gpuplace.planner.steptime import (
 )
 from gpuplace.types import DeviceInfo
 from gpuplace.types.engine import Efficiencies, EngineStepProfile
+from gpuplace.types.workload import LengthDist
 from gpuplace.workload import RequestSpec
 
 CATALOG = load_gpu_catalog()
@@ -289,6 +291,31 @@ def test_vllm_batch_defaults_follow_the_device_memory_and_the_a100_exception() -
     assert vllm_batch_defaults(b200, 83.8)[:2] == (8192, 1024)
     assert h100.block_size == 16 and h100.gpu_memory_utilization == 0.92 and h100.enable_chunked_prefill
     assert all(h100.sources.get(f) for f in ("max_num_seqs", "block_size", "num_gpu_blocks", "max_model_len"))
+
+
+def test_vllm_predictions_schedule_asynchronously_as_vllm_serve_does() -> None:
+    """vllm serve 0.33 turns asynchronous scheduling on when it is not set (VllmConfig); a vLLM prediction
+    simulates it, and the engine's arguments pass it, so the deployed engine schedules as predicted. The
+    local target's engine (transformers) schedules in line."""
+    h100 = vllm_engine_params(LLAMA8B, H100)
+    assert h100.async_scheduling is True and "vLLM" in h100.sources["async_scheduling"]
+    assert "--async-scheduling" in h100.to_vllm_args()
+    tiny = model_arch_from_config("tiny", resolve_model("tiny").config)
+    assert transformers_engine_params(tiny, memory_gib=10.0).async_scheduling is False
+
+
+def test_asynchronous_scheduling_adds_about_a_step_to_a_loaded_ttft() -> None:
+    """An arrival while a step runs is seen by the step after it: at half the replica's capacity the
+    p50 TTFT grows by at most about two decode steps and TPOT barely moves (docs/serving-model.md)."""
+    eff = TABLE.for_gpu(H100, LLAMA8B)
+    model = roofline_step_model(LLAMA8B, ReplicaHardware(H100), eff)
+    on = vllm_engine_params(LLAMA8B, H100)
+    off = on.with_changes({"async_scheduling": False})
+    traffic = TrafficShape(LengthDist("fixed", 1024), LengthDist("fixed", 128), requests=400)
+    reqs = traffic.at_rate(0.5 * ReplicaModel(off, model, traffic).capacity_rps)
+    a, s = simulate(reqs, on, model), simulate(reqs, off, model)
+    assert 0 < a.ttft.p50 - s.ttft.p50 < 2.5 * s.tpot.p50  # a step is about a token's gap
+    assert a.tpot.p50 == pytest.approx(s.tpot.p50, rel=0.05)
 
 
 def test_kv_capacity_is_the_memory_left_after_weights_activations_and_reserve() -> None:

@@ -185,6 +185,7 @@ def vllm_engine_params(
         enable_chunked_prefill=True,
         num_gpu_blocks=budget.blocks,
         precision=precision,
+        async_scheduling=True,
         sources={
             "max_num_batched_tokens": why,
             "max_num_seqs": why,
@@ -194,6 +195,9 @@ def vllm_engine_params(
             "max_model_len": len_why,
             "enable_chunked_prefill": "always on in vLLM's V1 engine",
             "num_gpu_blocks": budget.describe() + f" on {spec.name}, TP={tp}",
+            "async_scheduling": f"vLLM {VLLM_VERSION} VllmConfig.__post_init__: on when not set (a "
+            "generation model on the uni or mp executor, no pipeline parallelism, no speculative decoding "
+            "but EAGLE/MTP/n-gram/draft); passed explicitly",
         },
     )
 

@@ -92,7 +92,8 @@ class EngineParams:
     num_scheduler_steps: int = 1
     # vLLM V1's asynchronous scheduling (its AsyncScheduler, on by default on a GPU): step k+1 is scheduled
     # while step k runs, so an arrival is seen a step later and a finished request holds its slot and blocks
-    # a step longer (docs/serving-model.md); simulated when set
+    # a step longer (docs/serving-model.md); simulated when set. vllm_engine_params sets it (vllm serve's
+    # default); off here, the engine-neutral value: transformers' continuous batching schedules in line
     async_scheduling: bool = False
 
     def __post_init__(self) -> None:
@@ -158,6 +159,11 @@ class EngineParams:
                 f"Use some of {', '.join(sorted(allowed))}",
             )
         sources = {**self.sources, **{k: "set for this prediction" for k in changes}}
+        changes = dict(changes)
+        if changes.get("num_scheduler_steps", 1) != 1 and "async_scheduling" not in changes:
+            # multi-step is V0's engine, which had no asynchronous scheduling (vLLM's default since V1)
+            changes["async_scheduling"] = False
+            sources["async_scheduling"] = "off with multi-step scheduling: vLLM V0 had none"
         return replace(self, **changes, sources=sources)
 
     @property
@@ -185,6 +191,8 @@ class EngineParams:
             f"{self.gpu_memory_utilization:g}",
             "--max-model-len",
             str(self.max_model_len),
+            # explicit either way: vLLM's own default (on where compatible) must not decide for the plan
+            "--async-scheduling" if self.async_scheduling else "--no-async-scheduling",
             "--enable-chunked-prefill" if self.enable_chunked_prefill else "--no-enable-chunked-prefill",
             *self.precision.vllm_args(),
         ]
