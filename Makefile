@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # (mypy re-hashes each file whose path or mtime differs and re-checks only what changed; docs/development.md)
 export MYPY_CACHE_DIR ?= $(HOME)/.cache/gpuplace/mypy
 
-.PHONY: docs-test docs-test-testenv docs-test-slow
+.PHONY: docs-test docs-test-slow
 .PHONY: venv run test test-pytest lint typecheck unit bench gpu-check closed-loop clean compile k8s-bins node-deps images test-images checkov lock vllm-referee referee \
 	chromium kfp-markdown screenshots
 
@@ -37,7 +37,7 @@ run: $(STAMP)
 PYTEST_WORKERS ?= 2
 ## The free disk is printed before and after pytest: a CI run once ran out of it (docs/development.md#disk).
 DISK_FREE = echo "disk: $$(df -h --output=avail . | tail -1 | tr -d ' ') free $(1)"
-PYTEST_DESELECT := not gpu and not docs_testenv and not docs_slow
+PYTEST_DESELECT := not gpu and not docs_slow
 test: $(STAMP) lint typecheck k8s-bins node-deps test-images checkov chromium kfp-markdown
 	@$(MAKE) --no-print-directory test-pytest
 ## make test-pytest: make test's two pytest phases alone, without its setup; the first prints its 30 slowest tests.
@@ -54,14 +54,12 @@ test-pytest: $(STAMP)
 		phase $(BIN)/python -m pytest -m "$(PYTEST_DESELECT) and measure" $(PYTEST_ARGS); \
 		[ $$empty -lt 2 ] || status=5; $(call DISK_FREE,after pytest); exit $$status
 
-## make docs-test: the docs test alone (every bash block of README.md and docs/*.md without a marker, run as
-## written from a scratch directory; make test runs it too). docs-test-testenv adds the blocks marked testenv
-## (a real local control plane), docs-test-slow those marked slow; neither is in make test (tests/docs/)
-docs-test: $(STAMP)
+## make docs-test: the docs test alone (every bash block of README.md and docs/*.md without a marker or marked
+## testenv, a real local control plane, run as written from a scratch directory; make test runs it too).
+## docs-test-slow runs the documents with blocks marked slow again, whole; it is not in make test (tests/docs/)
+docs-test: $(STAMP) k8s-bins
 	$(BIN)/python -m pytest -s -m docs tests/docs $(PYTEST_ARGS)
-docs-test-testenv: $(STAMP) k8s-bins
-	$(BIN)/python -m pytest -s -m docs_testenv tests/docs $(PYTEST_ARGS)
-docs-test-slow: $(STAMP)
+docs-test-slow: $(STAMP) k8s-bins
 	$(BIN)/python -m pytest -s -m docs_slow tests/docs $(PYTEST_ARGS)
 
 ## make closed-loop: the local plan's p50 prediction against a load test of the same engine, alone, its figures

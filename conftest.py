@@ -46,7 +46,7 @@ def _group(item: pytest.Item) -> str:
     mark = item.get_closest_marker("xdist_group")
     if mark and mark.args:
         return str(mark.args[0])
-    if any(item.get_closest_marker(m) for m in ("docs", "docs_testenv", "docs_slow")):
+    if any(item.get_closest_marker(m) for m in ("docs", "docs_slow")):
         return "docs"
     if item.get_closest_marker("realnode"):
         return "realnode"

@@ -4,13 +4,15 @@ Each document runs in its own scratch directory (``../shared`` beside it is the 
 a clone), with ``.venv/bin`` first on PATH, against the state its earlier blocks left
 (tests/support/docblocks.py has the convention). What runs where:
 
-- ``make test`` / ``make docs-test``: the blocks without a marker; ``gpu`` blocks are checked for the clear
-  error they give without CUDA (run as the rest where CUDA exists), ``remote`` blocks for their offline
-  refusal;
-- ``make docs-test-testenv``: the documents with ``testenv`` blocks again, those blocks included (a real local
-  control plane from ``gpuplace testenv``; the Kubernetes binaries from ``make k8s-bins``);
+- ``make test`` / ``make docs-test``: the blocks without a marker and the ``testenv`` blocks (a real local
+  control plane from ``gpuplace testenv``, the Kubernetes binaries from ``make k8s-bins``), each document run
+  once; ``gpu`` blocks are checked for the clear error they give without CUDA (run as the rest where CUDA
+  exists), ``remote`` blocks for their offline refusal;
 - ``make docs-test-slow``: the documents with ``slow`` blocks again, those included;
 - ``illustration`` blocks never run.
+
+A document with a ``--real-node`` block among those it runs first holds the machine's one real node
+(``gpuplace.testenv.pytest_plugin.one_real_node``), waiting while the real-node tests hold it.
 
 A block that leaves a process listening on a TCP port fails, naming it: a server a document starts is
 stopped, with its whole process group, by the block that started it.
@@ -20,6 +22,7 @@ A failure names the document, the block's line, the command, its exit status and
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import os
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuplace.testenv.pytest_plugin import one_real_node
 from tests.support import docblocks
 from tests.support.docblocks import Block, DocSession
 
@@ -37,6 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("GPUPLACE_SHARED_DATA", REPO.parent / "shared" / "data")).parent
 DOCS = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))]
 BLOCK_TIMEOUT_S = float(os.environ.get("GPUPLACE_DOCS_BLOCK_TIMEOUT_S", "600"))
+# a slow block is one over ~3 minutes; the real-node comparison takes 10-12 minutes on 2 cores
+SLOW_BLOCK_TIMEOUT_S = float(os.environ.get("GPUPLACE_DOCS_SLOW_BLOCK_TIMEOUT_S", "1800"))
 REFUSAL_TIMEOUT_S = 120.0
 
 
@@ -70,6 +76,10 @@ def _show(block: Block) -> str:
     return "\n".join("    " + s for s in text.splitlines())
 
 
+def _timeout(block: Block) -> float:
+    return SLOW_BLOCK_TIMEOUT_S if block.kind == "slow" else BLOCK_TIMEOUT_S
+
+
 def run_doc(doc: str, scratch: Path, *, also: Iterable[str] = ()) -> list[str]:
     """Run one document's blocks in order (the default ones and those of the kinds in ``also``).
 
@@ -79,6 +89,14 @@ def run_doc(doc: str, scratch: Path, *, also: Iterable[str] = ()) -> list[str]:
         blocks = _blocks(doc)
     except docblocks.DocError as e:
         pytest.fail(f"docs test: {e}", pytrace=False)
+    runs = [b for b in blocks if not b.kind or b.kind in also]
+    with contextlib.ExitStack() as stack:
+        if any("--real-node" in b.text for b in runs):  # one real node per machine: the real-node tests' too
+            stack.enter_context(one_real_node(who=doc))
+        return _run_blocks(doc, blocks, scratch, also)
+
+
+def _run_blocks(doc: str, blocks: list[Block], scratch: Path, also: Iterable[str]) -> list[str]:
     scratch.mkdir(parents=True, exist_ok=True)
     if SHARED.is_dir() and not (scratch / "shared").exists():
         (scratch / "shared").symlink_to(SHARED)
@@ -96,18 +114,15 @@ def run_doc(doc: str, scratch: Path, *, also: Iterable[str] = ()) -> list[str]:
             refusal = block.kind in ("gpu", "remote") and not (block.kind == "gpu" and _has_cuda())
             if block.kind and block.kind not in also and not refusal and block.kind != "gpu":
                 continue
-            result = session.run(
-                block,
-                timeout_s=REFUSAL_TIMEOUT_S if refusal else BLOCK_TIMEOUT_S,
-                offline=block.kind == "remote",
-            )
+            timeout_s = REFUSAL_TIMEOUT_S if refusal else _timeout(block)
+            result = session.run(block, timeout_s=timeout_s, offline=block.kind == "remote")
             timings.append(f"{result.seconds:7.1f} s  {label}")
             if refusal:
                 problem = docblocks.refusal_problem(result, kind=block.kind)
                 if problem:
                     failure = f"{label}: {problem} (exit {result.rc})"
             elif result.timed_out:
-                failure = f"{label}: still running after {BLOCK_TIMEOUT_S:.0f} s (a hang, or mark it slow)"
+                failure = f"{label}: still running after {timeout_s:.0f} s (a hang, or mark it slow)"
             elif result.rc != 0:
                 failure = f"{label}: exited {result.rc}"
             else:
@@ -158,15 +173,8 @@ def _one_docs_run_at_a_time() -> Iterator[None]:
 @pytest.mark.docs
 @pytest.mark.parametrize("doc", DOCS)
 def test_doc_runs_as_written(doc: str, tmp_path: Path) -> None:
-    """The document's default blocks run in order; gpu/remote blocks refuse clearly; samples match."""
-    run_doc(doc, tmp_path / Path(doc).stem)
-
-
-@pytest.mark.integration
-@pytest.mark.docs_testenv
-@pytest.mark.parametrize("doc", _docs_with("testenv"))
-def test_doc_runs_with_testenv(doc: str, tmp_path: Path) -> None:
-    """The document again, its testenv blocks included (a real local control plane, stopped at the end)."""
+    """The document's default and testenv blocks run in order (a testenv block's control plane stopped by the
+    document, or at its end); gpu/remote blocks refuse clearly; samples match."""
     run_doc(doc, tmp_path / Path(doc).stem, also=("testenv",))
 
 
@@ -175,7 +183,7 @@ def test_doc_runs_with_testenv(doc: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("doc", _docs_with("slow"))
 def test_doc_runs_with_slow_blocks(doc: str, tmp_path: Path) -> None:
     """The document again, its slow blocks (over ~3 minutes each) included."""
-    run_doc(doc, tmp_path / Path(doc).stem, also=("slow",))
+    run_doc(doc, tmp_path / Path(doc).stem, also=("testenv", "slow"))
 
 
 def _prose(doc: str) -> str:

@@ -26,7 +26,12 @@ from gpuplace.testenv.localimages import busybox_image
 from gpuplace.testenv.nodes import FLEET_LABEL
 from gpuplace.testenv.realnode import REAL_NODE_LABEL, RealNode
 
-pytestmark = [pytest.mark.integration, pytest.mark.controlplane, pytest.mark.realnode]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.controlplane,
+    pytest.mark.realnode,
+    pytest.mark.usefixtures("real_node_slot"),
+]
 
 
 def httpd_pod(node: str, image: str) -> dict[str, Any]:

@@ -50,7 +50,12 @@ from tests.support.plans import local_plan_dir, sample_plan, write_sample_plan
 from tests.support.sample import write_sample_inputs
 from tests.support.testserver import FaultServer, ServerOptions
 
-pytestmark = [pytest.mark.integration, pytest.mark.controlplane, pytest.mark.realnode]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.controlplane,
+    pytest.mark.realnode,
+    pytest.mark.usefixtures("real_node_slot"),
+]
 
 # The image the compiled YAML names → the one that runs here in its place (no GPU; no vLLM image).
 STANDS_IN = {"gpuplace-cuda": "gpuplace-cpu", "gpuplace-vllm": "gpuplace-cpu"}

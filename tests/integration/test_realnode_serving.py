@@ -33,7 +33,12 @@ from gpuplace.testenv import ControlPlane
 from gpuplace.testenv.realnode import RUNTIME_NAME, RealNode, built_images, node_name
 from tests.support.plans import local_plan_dir
 
-pytestmark = [pytest.mark.integration, pytest.mark.controlplane, pytest.mark.realnode]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.controlplane,
+    pytest.mark.realnode,
+    pytest.mark.usefixtures("real_node_slot"),
+]
 
 START_S = 900.0  # the container builds the model and loads torch: minutes on a busy 2-core machine
 

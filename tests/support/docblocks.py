@@ -4,7 +4,7 @@
 kind, from an HTML comment on the line directly above the fence (``<!-- doc-test: KIND -->``; no comment: run
 by default), and the ``text`` block marked ``<!-- doc-test: output ... -->`` that shows its output. Kinds:
 
-- ``testenv``: needs ``gpuplace testenv up`` (run by ``make docs-test-testenv``);
+- ``testenv``: needs ``gpuplace testenv up`` (run by ``make docs-test``, so by ``make test``);
 - ``gpu``: needs CUDA; without one, checked for the clear error it gives;
 - ``remote``: needs a real cluster or a KFP backend; checked for its offline refusal;
 - ``slow``: over about three minutes (run by ``make docs-test-slow``);

@@ -49,7 +49,7 @@ def test_the_measurements_run_alone_after_the_parallel_phase(tmp_path: Path) -> 
     parallel, measure = calls
     assert "-n 2 --dist loadgroup" in parallel and "and not measure" in parallel
     assert "-n " not in measure and "and measure" in measure
-    assert all("not gpu and not docs_testenv and not docs_slow" in c for c in calls)
+    assert all("not gpu and not docs_slow" in c for c in calls)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """pytest fixtures for a real local control plane: ``controlplane`` (one per test session), ``kube_api``
 (cluster-admin :class:`~gpuplace.k8s.Api`) and ``kube_namespace`` (a fresh namespace per test), and
-``realnode_controlplane`` (another, with a real node, for the tests that run containers).
+``realnode_controlplane`` (another, with a real node, for the tests that run containers), and
+``real_node_slot``/``one_real_node``, which hold the machine's one real node for a test.
 
 Enable with ``pytest_plugins = ("gpuplace.testenv.pytest_plugin",)`` in a conftest.py (this repository's
 root conftest does) or ``pytest -p gpuplace.testenv.pytest_plugin``. The cluster starts on first use with
@@ -12,9 +13,15 @@ the path of the control-plane logs in its report, and those logs stay in pytest'
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,6 +33,46 @@ if TYPE_CHECKING:
     from gpuplace.k8s import Api
 
 DEFAULT_FLEETS = "h100-nvlink,mixed-a100-h100-l4"
+REAL_NODE_LOCK = Path(tempfile.gettempdir()) / "gpuplace-realnode.lock"
+
+
+@contextlib.contextmanager
+def one_real_node(
+    *, timeout_s: float = 3600.0, who: str = "this test", lock_path: Path = REAL_NODE_LOCK
+) -> Iterator[None]:
+    """Hold the machine's one real node for a test (a file lock): ``gpuplace testenv up --real-node`` refuses
+    a second node, so a test that starts one first waits for the test that holds it (under pytest-xdist the
+    real-node tests' unit on one worker, a document's ``--real-node`` block on the other). Waiting is said
+    on stderr; past ``timeout_s`` it raises ``TimeoutError`` naming the lock."""
+    with open(lock_path, "a") as lock:
+        deadline = time.monotonic() + timeout_s
+        said = False
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"{who}: the machine's real node stayed held by another test for {timeout_s:.0f} s "
+                        f"(lock {lock_path}); one real node per machine"
+                    ) from None
+                if not said:
+                    note = f"{who}: waiting for the real node another test holds ({lock_path})"
+                    print(note, file=sys.stderr)
+                    said = True
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def real_node_slot() -> Iterator[None]:
+    """The machine's one real node, held for this session's real-node tests (:func:`one_real_node`)."""
+    with one_real_node(who="the real-node tests"):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +95,9 @@ def controlplane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPl
 
 
 @pytest.fixture(scope="session")
-def realnode_controlplane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+def realnode_controlplane(
+    real_node_slot: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
     """A second control plane (session scope) with the h100-nvlink fleet and a real node
     (:mod:`gpuplace.testenv.realnode`: root, ``make node-deps``) holding the images ``make images`` built."""
     from gpuplace.testenv.env import load_fleet, stop, up
