@@ -89,11 +89,16 @@ def run_doc(doc: str, scratch: Path, *, also: Iterable[str] = ()) -> list[str]:
         blocks = _blocks(doc)
     except docblocks.DocError as e:
         pytest.fail(f"docs test: {e}", pytrace=False)
-    runs = [b for b in blocks if not b.kind or b.kind in also]
-    with contextlib.ExitStack() as stack:
-        if any("--real-node" in b.text for b in runs):  # one real node per machine: the real-node tests' too
-            stack.enter_context(one_real_node(who=doc))
+    starts_a_node = any("--real-node" in b.text for b in blocks if _runs(b, also))
+    # one real node per machine, the real-node tests' included
+    with one_real_node(who=doc) if starts_a_node else contextlib.nullcontext():
         return _run_blocks(doc, blocks, scratch, also)
+
+
+def _runs(block: Block, also: Iterable[str]) -> bool:
+    """Whether a run with the kinds in ``also`` runs this block (gpu and remote blocks always run: where they
+    cannot, for their refusal)."""
+    return not block.kind or block.kind in also or block.kind in ("gpu", "remote")
 
 
 def _run_blocks(doc: str, blocks: list[Block], scratch: Path, also: Iterable[str]) -> list[str]:
@@ -112,7 +117,7 @@ def _run_blocks(doc: str, blocks: list[Block], scratch: Path, also: Iterable[str
         for n, block in enumerate(blocks, 1):
             label = f"{block.where} (block {n} of {len(blocks)}{', ' + block.kind if block.kind else ''})"
             refusal = block.kind in ("gpu", "remote") and not (block.kind == "gpu" and _has_cuda())
-            if block.kind and block.kind not in also and not refusal and block.kind != "gpu":
+            if not _runs(block, also):
                 continue
             timeout_s = REFUSAL_TIMEOUT_S if refusal else _timeout(block)
             result = session.run(block, timeout_s=timeout_s, offline=block.kind == "remote")
