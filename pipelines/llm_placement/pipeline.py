@@ -12,6 +12,7 @@ from gpuplace.components.benchmarking.load_test import load_test
 from gpuplace.components.reporting.track_run import track_run
 from gpuplace.components.serving.deploy_inference import deploy_inference
 from gpuplace.components.serving.teardown_inference import teardown_inference
+from gpuplace.labels import GPU_RESOURCE
 from gpuplace.pipelines.common import profile_and_plan
 
 
@@ -26,7 +27,7 @@ def pipeline(
     prompt_tokens: str = "1024",
     output_tokens: str = "128",
     profile_mode: str = "eager",
-    accelerator_type: str = "nvidia.com/gpu",
+    accelerator_type: str = GPU_RESOURCE,
     inventory: str = "cluster",
     slo_tpot_ms: float = 50.0,
     slo_ttft_ms: float = 2000.0,

@@ -30,6 +30,7 @@ from gpuplace.components.images import SERVING_IMAGE
 from gpuplace.components.reporting.compare_paths import compare_paths
 from gpuplace.components.serving.deploy_inference import deploy_inference
 from gpuplace.components.serving.teardown_inference import teardown_inference
+from gpuplace.labels import GPU_RESOURCE
 from gpuplace.pipelines.common import profile_and_plan
 
 
@@ -43,7 +44,7 @@ def pipeline(
     batch_sizes: str = "1,8",
     prompt_tokens: str = "1024",
     output_tokens: str = "128",
-    accelerator_type: str = "nvidia.com/gpu",
+    accelerator_type: str = GPU_RESOURCE,
     inventory: str = "cluster",
     slo_tpot_ms: float = 50.0,
     slo_ttft_ms: float = 2000.0,

@@ -56,8 +56,8 @@ class PlanDir:
 
     def alternative(self, form: str) -> tuple[Mapping[str, Any], ...]:
         """The objects of form ``form`` (``alternatives/<form>.yaml``), checked like the manifests."""
-        path = self.path / ALTERNATIVES_DIR / f"{form}.yaml"
-        if not path.is_file():
+        path = self.form_path(form)
+        if form == MANIFESTS_FORM or not path.is_file():
             raise InvalidInput(
                 "form", form, f"was not emitted ({path} missing)", f"Re-plan with --emit {form}"
             )
@@ -72,6 +72,18 @@ class PlanDir:
     def manifests_dir(self) -> Path:
         """The ``manifests/`` folder (to keep as artifacts: read them from :attr:`manifests`)."""
         return self.path / MANIFESTS_DIR
+
+    @property
+    def kfp_dir(self) -> Path:
+        return self.path / KFP_DIR
+
+    @property
+    def candidates_file(self) -> Path:
+        return self.path / CANDIDATES_FILE
+
+    def form_path(self, form: str) -> Path:
+        """Where form ``form`` is written: the ``manifests/`` folder, or ``alternatives/<form>.yaml``."""
+        return self.manifests_dir if form == MANIFESTS_FORM else self.path / ALTERNATIVES_DIR / f"{form}.yaml"
 
     @property
     def serving(self) -> ServingSpec:

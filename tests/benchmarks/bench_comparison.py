@@ -64,7 +64,7 @@ from gpuplace.manifests import ServingOptions  # noqa: E402
 from gpuplace.plandir import ALTERNATIVES_DIR, PlanDir, load_manifests  # noqa: E402
 from gpuplace.profiling import ProfileConfig, run_profile  # noqa: E402
 from gpuplace.profiling.io import save_profile  # noqa: E402
-from gpuplace.steps.load_test import load_test_config  # noqa: E402
+from gpuplace.steps.loadtest import load_test_config  # noqa: E402
 from gpuplace.steps.plan import run_plan_step  # noqa: E402
 from gpuplace.steps.plan_params import plan_request  # noqa: E402
 from gpuplace.testenv import binaries, up  # noqa: E402
@@ -293,7 +293,7 @@ def real_node_unavailable() -> str:
 
 def real_node_run(path: str, kubeconfig: str, planned: PlanDir, work: Path) -> dict[str, Any]:
     from gpuplace.deploy import deploy, teardown
-    from gpuplace.steps.serve_and_load_test import compiled_package, serve_and_load_test
+    from gpuplace.steps.serve_and_loadtest import compiled_package, serve_and_load_test
 
     load = {**LOAD, "tokenizer": "tiny"}
     if path == "native":

@@ -122,7 +122,7 @@ def ks_tests(achieved_starts: list[float], rate: float) -> dict[str, Any]:
 def local_target() -> dict[str, Any]:
     from gpuplace.deploy.local import deploy_local, teardown_local
     from gpuplace.loadtest.sweep import run_sweep_step
-    from gpuplace.steps.load_test import load_test_config
+    from gpuplace.steps.loadtest import load_test_config
 
     with tempfile.TemporaryDirectory() as tmp:
         _log("starting transformers serve (tiny preset, CPU)")

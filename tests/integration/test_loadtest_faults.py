@@ -24,7 +24,7 @@ from gpuplace.deploy import write_record
 from gpuplace.loadtest.config import LoadTestConfig
 from gpuplace.loadtest.io import read_records
 from gpuplace.loadtest.run import run_loadtest_step
-from gpuplace.steps.load_test import load_test_config
+from gpuplace.steps.loadtest import load_test_config
 from gpuplace.types import DeploymentRecord
 from tests.support.plans import predicted, sample_plan, write_sample_plan, yaml_docs
 from tests.support.testserver import FaultServer, ServerOptions

@@ -27,8 +27,8 @@ from gpuplace.deploy import deploy, teardown, write_record
 from gpuplace.k8s import Api, connect
 from gpuplace.loadtest.run import LoadTestResult, run_loadtest_step
 from gpuplace.plandir import PlanDir
-from gpuplace.steps.load_test import load_test_config
-from gpuplace.steps.serve_and_load_test import compiled_package, serve_and_load_test
+from gpuplace.steps.loadtest import load_test_config
+from gpuplace.steps.serve_and_loadtest import compiled_package, serve_and_load_test
 from gpuplace.testenv import ControlPlane
 from gpuplace.testenv.realnode import RUNTIME_NAME, RealNode, built_images, node_name
 from tests.support.plans import local_plan_dir

@@ -31,6 +31,18 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _mapped_modules() -> dict[str, Path]:
+    """components/ and pipelines/ under the names setup.py's package_dir gives them in the wheel
+    (``gpuplace.components.…``, ``gpuplace.pipelines.…``), their tests left out as the wheel leaves them."""
+    out = {}
+    for folder in ("components", "pipelines"):
+        for p in (REPO / folder).rglob("*.py"):
+            parts = ("gpuplace", *p.relative_to(REPO).with_suffix("").parts)
+            if "tests" not in parts:
+                out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
 def _imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -40,6 +52,15 @@ def _imports(path: Path) -> set[str]:
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names)
     return found
+
+
+def _write_modules(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
+    """Fabricated modules for a check's negative case: dotted name → a file holding its text."""
+    modules = {}
+    for name, text in files.items():
+        modules[name] = tmp_path / f"{name}.py"
+        modules[name].write_text(text)
+    return modules
 
 
 def _room(module: str) -> str:
@@ -180,10 +201,7 @@ def test_the_table_check_catches_an_edge_the_table_does_not_allow(tmp_path: Path
         "gpuplace.cli.plan": "from gpuplace.planner.step import run\nfrom gpuplace import __version__\n",
         "gpuplace.fgd.replay": "",  # a room without a row
     }
-    modules = {}
-    for name, text in files.items():
-        modules[name] = tmp_path / f"{name}.py"
-        modules[name].write_text(text)
+    modules = _write_modules(tmp_path, files)
     assert violations(table, modules) == [
         "gpuplace.fgd.replay: room gpuplace.fgd has no row in the table",
         "gpuplace.k8s.api imports gpuplace.planner",
@@ -191,9 +209,10 @@ def test_the_table_check_catches_an_edge_the_table_does_not_allow(tmp_path: Path
     ]
 
 
-def test_no_import_circle_between_rooms() -> None:
+def circles(modules: dict[str, Path]) -> list[str]:
+    """'a ↔ b' for each pair of rooms that reach each other through imports."""
     graph: dict[str, set[str]] = defaultdict(set)
-    for name, path in _modules().items():
+    for name, path in modules.items():
         for imported in _imports(path):
             if imported.startswith("gpuplace.") and _room(imported) != _room(name):
                 graph[_room(name)].add(_room(imported))
@@ -206,8 +225,29 @@ def test_no_import_circle_between_rooms() -> None:
             n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph.get(start, ())
         )
 
-    circles = sorted(f"{a} ↔ {b}" for a in graph for b in graph[a] if reaches(b, a, {b}))
-    assert not circles, circles
+    return sorted(f"{a} ↔ {b}" for a in graph for b in graph[a] if reaches(b, a, {b}))
+
+
+def test_no_import_circle_between_rooms() -> None:
+    """Over src/ and the folders the wheel maps into the namespace: a step that imports
+    ``gpuplace.components.images`` while the components import the steps is a folder loop."""
+    found = circles({**_modules(), **_mapped_modules()})
+    assert not found, found
+
+
+def test_the_circle_check_sees_a_loop_through_the_mapped_folders(tmp_path: Path) -> None:
+    files = {
+        "gpuplace.steps.plan": "from gpuplace.components.images import CPU_IMAGE\n",
+        "gpuplace.components.placement.plan_placement.component": "from gpuplace.steps import plan\n",
+        "gpuplace.cli.plan": "from gpuplace.steps import plan\n",
+    }
+    modules = _write_modules(tmp_path, files)
+    assert circles(modules) == [
+        "gpuplace.components ↔ gpuplace.steps",
+        "gpuplace.steps ↔ gpuplace.components",
+    ]
+    assert any(n.startswith("gpuplace.components.") for n in _mapped_modules())
+    assert not any(".tests." in n for n in _mapped_modules())
 
 
 def _importers(prefix: str) -> set[str]:
@@ -305,45 +345,70 @@ def _literals(path: Path) -> list[str]:
 
 def test_gpu_resource_names_are_spelled_only_in_labels() -> None:
     """``nvidia.com/gpu`` and ``nvidia.com/mig-<profile>`` as values come from gpuplace.labels (prose that
-    mentions them is fine)."""
+    mentions them is fine), in src/ and in the pipelines' and components' signatures (a pipeline's
+    ``accelerator_type`` default was once the literal)."""
     from gpuplace import labels
 
     spelled = {
         name
-        for name, path in _modules().items()
+        for name, path in {**_modules(), **_mapped_modules()}.items()
         if name != "gpuplace.labels"
         and any(v == labels.GPU_RESOURCE or v.startswith(labels.MIG_RESOURCE_PREFIX) for v in _literals(path))
     }
     assert not spelled, f"GPU resource names written outside gpuplace.labels: {sorted(spelled)}"
 
 
-# Multiplications and divisions by a thousand that are not seconds <-> milliseconds: CPU millicores and
-# GPU milli-shares (Kubernetes' and the Alibaba trace's units), and GPU-hours per 1k requests.
+# Thousands that are not seconds <-> milliseconds: CPU millicores and GPU milli-shares (Kubernetes' and the
+# Alibaba trace's units), GPU-hours per 1k requests, SI quantity suffixes, a parameter count's K, counts
+# (resamples, history, a client's burst, a batch), and bounds (a GEMM's plausible seconds, a GiB minimum).
 NOT_TIME = {
     "gpuplace.compare.metrics": {"gpus * (wall_s / 3600.0) / completed * 1000.0"},
     "gpuplace.inventory.alibaba": {"self.num_gpu * self.gpu_milli / 1000"},
-    "gpuplace.inventory.cluster": {"pod_cpu_request(pod) * 1000"},
+    "gpuplace.inventory.cluster": {"pod_cpu_request(pod) * 1000", "'m': 0.001"},
+    "gpuplace.planner.fragmentation": {"MILLI = 1000"},
+    "gpuplace.compare.noise": {"RESAMPLES = 1000"},
+    "gpuplace.extender.service": {"HISTORY = 1000"},
+    "gpuplace.testenv.controlplane": {"CLIENT_BURST = 1000"},
+    "gpuplace.tracking.client": {"MAX_METRICS_PER_BATCH = 1000"},
+    "gpuplace.catalog.efficiency": {"(0.0, 0.001)"},
+    "gpuplace.inventory.fleetfile": {"minimum=0.001"},
     "gpuplace.fgd.bench": {"n.cpu_cores * 1000"},
     "gpuplace.fgd.paperworkload": {"x * total_gpus * 1000"},
     "gpuplace.planner.placement": {"(node.cpu_cores - node.cpu_allocated) * 1000"},
+    "gpuplace.k8s.fit": {"'m': 0.001", "'k': 1000.0"},
+    "gpuplace.dra": {"'m': 0.001", "'k': 1000.0"},
+    "gpuplace.cli.catalog": {"(1000.0, 'K')"},
 }
 
 
 def _thousands(path: Path) -> set[str]:
-    """The source of every ``x * 1000``, ``x / 1e3``, ``1e-3 * x``... in a module."""
+    """Where a module writes a thousand (1000, 1e3, 1e-3): the expression it multiplies or divides, or, for
+    a factor kept aside, the table row, entry or assignment that holds it (``('x_ms', 1e3)``, ``ms = 1e3``),
+    so that a factor stored in a table and applied elsewhere is seen too."""
 
-    def by_thousand(node: ast.expr) -> bool:
+    def thousand(node: ast.AST) -> bool:
         return (
             isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value in (1000, 1e-3)
         )
 
-    return {
-        ast.unparse(node)
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.BinOp)
-        and isinstance(node.op, ast.Mult | ast.Div)
-        and (by_thousand(node.left) or by_thousand(node.right))
-    }
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
+            if thousand(node.left) or thousand(node.right):
+                found.add(ast.unparse(node))
+        elif isinstance(node, ast.Dict):
+            found |= {
+                f"{ast.unparse(k)}: {ast.unparse(v)}"
+                for k, v in zip(node.keys, node.values, strict=True)
+                if k is not None and thousand(v)
+            }
+        elif isinstance(node, ast.Tuple | ast.List | ast.Assign | ast.AnnAssign | ast.keyword | ast.Call):
+            parts = [node.value] if isinstance(node, ast.Assign | ast.AnnAssign | ast.keyword) else []
+            parts += node.elts if isinstance(node, ast.Tuple | ast.List) else []
+            parts += node.args if isinstance(node, ast.Call) else []
+            if any(thousand(p) for p in parts if p is not None):
+                found.add(ast.unparse(node))
+    return found
 
 
 def test_seconds_become_milliseconds_only_in_units() -> None:
@@ -357,6 +422,132 @@ def test_seconds_become_milliseconds_only_in_units() -> None:
     assert not written, "convert through gpuplace.units: " + "; ".join(sorted(written))
 
 
+def test_the_units_check_sees_a_factor_kept_in_a_table(tmp_path: Path) -> None:
+    """The drift it was blind to: a seconds→ms factor stored in a table row or a name, applied elsewhere."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        "KEYS = {'ttft_p99_s': ('ttft_p99_ms', 1e3)}\n"
+        "ROWS = (('TTFT (ms)', 'ttft_s', 1, 1e3),)\n"
+        "def f(x, y):\n    ms = 1e3\n    return x * ms, y * 1000, g(x, 1000.0)\n"
+    )
+    assert _thousands(module) == {
+        "('ttft_p99_ms', 1000.0)",
+        "('TTFT (ms)', 'ttft_s', 1, 1000.0)",
+        "ms = 1000.0",
+        "y * 1000",
+        "g(x, 1000.0)",
+    }
+
+
 def test_no_module_over_the_size_limit() -> None:
     big = {name: n for name, p in _modules().items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not big, f"modules over {MAX_LINES} lines: {big}"
+
+
+def _collected_as_tests(paths: Iterable[Path]) -> list[str]:
+    """The files pytest would collect as test modules, by its ``python_files`` globs (pyproject's, or
+    pytest's default ``test_*.py *_test.py``)."""
+    import fnmatch
+    import tomllib
+
+    options = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    globs = options.get("python_files", ["test_*.py", "*_test.py"])
+    globs = globs.split() if isinstance(globs, str) else globs
+    return sorted(str(p.relative_to(REPO)) for p in paths if any(fnmatch.fnmatch(p.name, g) for g in globs))
+
+
+def test_no_library_module_is_named_like_a_test() -> None:
+    """``steps/load_test.py`` matched ``*_test.py``: pytest collected (imported) it as a test module."""
+    named = _collected_as_tests([*_modules().values(), *_mapped_modules().values()])
+    assert not named, f"rename these, pytest collects them as tests: {named}"
+    assert _collected_as_tests([SRC / "steps" / "load_test.py", SRC / "steps" / "loadtest.py"]) == [
+        "src/gpuplace/steps/load_test.py"
+    ]
+
+
+# Path joins onto a layout name that are not a plan directory: the KFP local runner's pipeline root.
+NOT_PLAN_LAYOUT = {"gpuplace.jobs.main": {"run_dir / 'kfp'"}}
+
+
+def _layout_built(path: Path) -> set[str]:
+    """Where a module builds a path of the plan directory's layout itself (``root / "plan.json"``,
+    ``f"alternatives/{form}.yaml"``, ``"manifests/"``) instead of asking gpuplace.plandir for it."""
+    from gpuplace import plandir
+
+    dirs = (plandir.MANIFESTS_DIR, plandir.ALTERNATIVES_DIR, plandir.KFP_DIR)
+    names = {*dirs, plandir.PLAN_FILE, plandir.CANDIDATES_FILE}
+    piece = re.compile(
+        "|".join([rf"(^|/){re.escape(d)}/" for d in dirs] + [rf"/{re.escape(n)}\b" for n in names])
+    )
+    tree = ast.parse(path.read_text())
+    in_fstrings = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if isinstance(node.right, ast.Constant) and node.right.value in names:
+                found.add(ast.unparse(node))
+        elif isinstance(node, ast.JoinedStr):
+            if any(isinstance(v, ast.Constant) and piece.search(str(v.value)) for v in node.values):
+                found.add(ast.unparse(node))
+        elif (
+            isinstance(node, ast.Constant)
+            and node.value in {f"{d}/" for d in dirs}
+            and id(node) not in in_fstrings
+        ):
+            found.add(ast.unparse(node))
+    return found
+
+
+def test_the_plan_directory_layout_is_built_only_in_plandir() -> None:
+    built = {
+        f"{name}: {expr}"
+        for name, path in _modules().items()
+        if name != "gpuplace.plandir"
+        for expr in _layout_built(path) - NOT_PLAN_LAYOUT.get(name, set())
+    }
+    assert not built, "ask gpuplace.plandir.PlanDir for the path: " + "; ".join(sorted(built))
+
+
+def test_the_layout_check_sees_a_path_rebuilt_by_hand(tmp_path: Path) -> None:
+    """The drift it catches: ``gpuplace plan`` once printed the forms' paths by rebuilding the layout."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        "where = 'manifests/' if form == 'manifests' else f'alternatives/{form}.yaml'\n"
+        "print(f'wrote {out}/plan.json and the forms')\n"
+        "p = root / 'candidates.md'\n"
+        "help = 'directory: plan.json, manifests/, alternatives/ (the other forms)'\n"
+    )
+    assert _layout_built(module) == {
+        "'manifests/'",
+        "f'alternatives/{form}.yaml'",
+        "f'wrote {out}/plan.json and the forms'",
+        "root / 'candidates.md'",
+    }
+
+
+# Packages whose __init__.py still holds logic (functions or classes), each with how many it may hold: debt
+# that may shrink, not grow. deploy/__init__.py held 14 (the dispatch, the stand-in registry, the record's
+# formatting); they moved to deploy/dispatch.py, deploy/registry.py and deploy/summary.py.
+INIT_LOGIC = {
+    "gpuplace.profiling": 1,
+    "gpuplace.report": 3,
+    "gpuplace.compare": 4,
+    "gpuplace.inventory": 5,
+    "gpuplace.cli": 2,
+    "gpuplace.tracking": 1,
+}
+
+
+def _defined(path: Path) -> int:
+    body = ast.parse(path.read_text()).body
+    return sum(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for n in body)
+
+
+def test_a_package_face_holds_no_logic() -> None:
+    """A package's ``__init__.py`` re-exports what its modules define; the logic lives in the modules."""
+    grown = {
+        name: n
+        for name, path in {**_modules(), **_mapped_modules()}.items()
+        if path.name == "__init__.py" and (n := _defined(path)) > INIT_LOGIC.get(name, 0)
+    }
+    assert not grown, f"functions or classes in a package's __init__.py (move them into a module): {grown}"

@@ -307,7 +307,7 @@ def test_unschedulable_reads_the_pod_scheduled_condition() -> None:
 def test_stand_in_servers_are_registered_by_plan_and_run_and_forgotten_under_both(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpuplace.deploy import _register_standin, _stop_standins, standin_records
+    from gpuplace.deploy.registry import register_standin, standin_records, stop_standins
     from gpuplace.types import DeploymentRecord
 
     monkeypatch.setenv("GPUPLACE_STATE_DIR", str(tmp_path))
@@ -315,7 +315,7 @@ def test_stand_in_servers_are_registered_by_plan_and_run_and_forgotten_under_bot
         "local", "kwok-p0", "", "http://127.0.0.1:1", "m", True
     )  # no pid: nothing to kill
     record = DeploymentRecord("kubernetes", "llm", "ns", "http://127.0.0.1:1", "m", True)
-    _register_standin(record, {"p0": server}, "ns", "plan1", "r1")
+    register_standin(record, {"p0": server}, "ns", "plan1", "r1")
     assert len(standin_records("ns", "plan1")) == 1 == len(standin_records("ns", "run-r1"))
-    assert _stop_standins("ns", ["run-r1"]) == 1
+    assert stop_standins("ns", ["run-r1"]) == 1
     assert standin_records("ns", "plan1") == [] == standin_records("ns", "run-r1")

@@ -11,7 +11,7 @@ import pytest
 
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.client import FORCE_GENERATION_CONFIG, FORCE_NONE, EndpointState, _Stream
-from gpuplace.steps.load_test import load_test_config, read_load_test_inputs
+from gpuplace.steps.loadtest import load_test_config, read_load_test_inputs
 from gpuplace.types import DeploymentRecord
 from gpuplace.types.plan import Slo
 from gpuplace.types.workload import Traffic

@@ -64,7 +64,7 @@ def _pod_of(deployment: dict[str, Any], name: str = "p-0") -> dict[str, Any]:
 def _task_pod(plan: PlacementPlan) -> dict[str, Any]:
     from gpuplace.k8s.kfp_task import plan_outputs
     from gpuplace.plandir import PlanDir
-    from gpuplace.steps.serve_and_load_test import compiled_package
+    from gpuplace.steps.serve_and_loadtest import compiled_package
 
     planned = PlanDir(Path("."), plan, (), local_kfp_fragments(plan))
     built = kfp_task_pod(

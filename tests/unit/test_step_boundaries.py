@@ -29,7 +29,7 @@ READERS = {
 # - jobs.main reads a finished run's outputs back to print its summary (it runs the steps, through kfp),
 #   with jobs.outputs, which finds them in the run's folder (a loop's iterations too) and lists each path's;
 #   jobs.cluster hands the pipeline the cluster's inventory (read to check --fleet against it) as its input;
-# - deploy (the dispatcher) keeps the local targets' registry of running servers under the state
+# - deploy.dispatch and deploy.registry keep the local targets' registry of running servers under the state
 #   directory, which is how teardown finds a server by plan or run id: machine state, not a step output;
 # - inventory (load_inventory) reads an inventory JSON given as a source, as it reads a fleet YAML.
 ALSO = {
@@ -42,7 +42,8 @@ ALSO = {
     },
     "gpuplace.jobs.outputs": {"read_record", "read_report"},
     "gpuplace.jobs.cluster": {"write_inventory_json"},
-    "gpuplace.deploy": {"read_record", "write_record"},
+    "gpuplace.deploy.dispatch": {"read_record", "write_record"},
+    "gpuplace.deploy.registry": {"read_record", "write_record"},
     "gpuplace.inventory": {"read_inventory_json"},
 }
 
@@ -157,7 +158,7 @@ def test_the_checks_catch_what_they_forbid(tmp_path: Path) -> None:
         "gpuplace.compare.inputs": "d = DeploymentRecord.from_json_dict(json.loads(t))\n",
         "gpuplace.cli.deploy": "out = 'deployment.json'\n",
         "gpuplace.loadtest.config": "from gpuplace.plandir import read_plan_dir\nread_plan_dir(p)\n",
-        "gpuplace.steps.load_test": "read_plan_dir(p)\n",
+        "gpuplace.steps.loadtest": "read_plan_dir(p)\n",
         "gpuplace.cli.inventory": "write_inventory_json(inv, out)\n",
         "gpuplace.report.render": "json.dumps(plan.to_json_dict())\n",  # not a record: fine
     }

@@ -44,10 +44,10 @@ def _tables() -> list[tuple[str, Callable[..., Any], tuple[Param, ...], str]]:
     from gpuplace.steps.compare import PARAMS as COMPARE
     from gpuplace.steps.deploy import PARAMS as DEPLOY
     from gpuplace.steps.inventory import PARAMS as INVENTORY
-    from gpuplace.steps.load_test import PARAMS as LOADTEST
+    from gpuplace.steps.loadtest import PARAMS as LOADTEST
     from gpuplace.steps.plan_params import PARAMS as PLAN
     from gpuplace.steps.profile import PARAMS as PROFILE
-    from gpuplace.steps.serve_and_load_test import PARAMS as SERVE_AND_LOAD_TEST
+    from gpuplace.steps.serve_and_loadtest import PARAMS as SERVE_AND_LOAD_TEST
     from gpuplace.steps.teardown import PARAMS as TEARDOWN
     from gpuplace.steps.track import PARAMS as TRACK
 
@@ -99,7 +99,7 @@ def test_another_default_in_a_steps_table_fails_both_checks(command: str) -> Non
 
 def test_loadtest_flags_are_the_load_test_table_but_an_explicit_rate() -> None:
     """--rate's own default is None (an explicit --rate 0 is refused); every other flag is the table's."""
-    from gpuplace.steps.load_test import PARAMS
+    from gpuplace.steps.loadtest import PARAMS
 
     assert flag_disagreements(_subparser("loadtest"), PARAMS) == [
         "rate: default None on the command line, 0.0 in the table"
@@ -129,8 +129,8 @@ def test_another_default_in_a_table_without_a_command_fails_the_signature_check(
 def test_serve_and_load_test_takes_the_load_tests_rows_and_its_own() -> None:
     """Its load-test rows are the load test's (one spelling; only max_requests has its own default), and
     none is a CLI flag: the step has no command."""
-    from gpuplace.steps.load_test import PARAMS as LOAD_TEST
-    from gpuplace.steps.serve_and_load_test import PARAMS
+    from gpuplace.steps.loadtest import PARAMS as LOAD_TEST
+    from gpuplace.steps.serve_and_loadtest import PARAMS
 
     load_test = {p.name: p for p in LOAD_TEST}
     shared = [p for p in PARAMS if p.name in load_test]
@@ -147,7 +147,7 @@ def test_serve_and_load_test_takes_the_load_tests_rows_and_its_own() -> None:
 def test_serve_and_load_test_reads_its_table_and_the_components_unset() -> None:
     """Missing values take the table's defaults (kfp, 20 requests, 300 s), values are typed, other keys
     ignored; the component's "" backend is the local runner's, a 0 deadline and "" namespace the defaults."""
-    from gpuplace.steps.serve_and_load_test import step_params
+    from gpuplace.steps.serve_and_loadtest import step_params
 
     p = step_params({"rate": 2, "seed": "3", "plan": "ignored"})
     assert (p["backend"], p["max_requests"], p["startup_timeout_s"], p["namespace"]) == (

@@ -1,4 +1,4 @@
-"""KFP component ``load_test``: a thin adapter over :mod:`gpuplace.steps.load_test`.
+"""KFP component ``load_test``: a thin adapter over :mod:`gpuplace.steps.loadtest`.
 
 Reads the endpoint (a URL, or the deployment artifact of ``deploy_inference``), the plan (its SLO,
 traffic and prediction) and the workload parameters, runs one load test through the load-test step
@@ -61,12 +61,12 @@ def load_test(
         max_duration_s: Stop sending after this many seconds; 0 = no bound.
         seed: Seed of lengths, arrivals and prompts.
     """
-    params = dict(locals())  # the load test's parameters, by the names of gpuplace.steps.load_test.PARAMS
+    params = dict(locals())  # the load test's parameters, by the names of gpuplace.steps.loadtest.PARAMS
     import json
 
     from gpuplace.loadtest.run import require_served
     from gpuplace.loadtest.summary import report_metrics
-    from gpuplace.steps.load_test import run_load_test_step
+    from gpuplace.steps.loadtest import run_load_test_step
 
     config, result = run_load_test_step(
         params,

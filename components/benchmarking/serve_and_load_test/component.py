@@ -1,5 +1,5 @@
 """KFP component ``serve_and_load_test``: the Kubeflow path's serving step, over
-:func:`gpuplace.steps.serve_and_load_test.run_serve_and_load_test_step` (its parameters: the step's table).
+:func:`gpuplace.steps.serve_and_loadtest.run_serve_and_load_test_step` (its parameters: the step's table).
 
 The pipeline places this task's pod from the plan at run time (kfp-kubernetes node affinity,
 tolerations, node selector; accelerator type and count from the plan's outputs); the task serves the
@@ -59,9 +59,9 @@ def serve_and_load_test(
         run_id: Pipeline run id to label the task pod with (backend testenv).
         allow_misplacement: Keep going when the task pod is not on its planned node.
     """
-    params = dict(locals())  # by the names of the step's table, gpuplace.steps.serve_and_load_test.PARAMS
+    params = dict(locals())  # by the names of the step's table, gpuplace.steps.serve_and_loadtest.PARAMS
     from gpuplace.loadtest.summary import report_metrics
-    from gpuplace.steps.serve_and_load_test import check_served, run_serve_and_load_test_step
+    from gpuplace.steps.serve_and_loadtest import check_served, run_serve_and_load_test_step
 
     result = run_serve_and_load_test_step(
         plan.path,

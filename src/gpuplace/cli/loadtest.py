@@ -1,4 +1,4 @@
-"""``gpuplace loadtest``: flags (made from :data:`gpuplace.steps.load_test.PARAMS`) → one run, a sweep
+"""``gpuplace loadtest``: flags (made from :data:`gpuplace.steps.loadtest.PARAMS`) → one run, a sweep
 or a knee search. Exit 0 when some request completed, 1 when every request failed (the report still
 says why), 2 for bad input."""
 
@@ -28,7 +28,7 @@ class LoadTestCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         from gpuplace.params import add_flags
-        from gpuplace.steps.load_test import PARAMS
+        from gpuplace.steps.loadtest import PARAMS
 
         p.add_argument(
             "--deployment", default="", help="a deployment.json (gpuplace deploy) instead of --endpoint"
@@ -73,7 +73,7 @@ class LoadTestCommand(Command):
         from gpuplace.loadtest.run import run_loadtest_step
         from gpuplace.loadtest.summary import format_prediction, format_table
         from gpuplace.loadtest.sweep import run_knee_step, run_sweep_step
-        from gpuplace.steps.load_test import load_test_config, read_load_test_inputs
+        from gpuplace.steps.loadtest import load_test_config, read_load_test_inputs
         from gpuplace.types.plan import Slo
 
         if args.rate is None:

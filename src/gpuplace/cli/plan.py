@@ -41,6 +41,7 @@ class PlanCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from gpuplace.catalog import load_gpu_catalog
+        from gpuplace.plandir import MANIFESTS_FORM
         from gpuplace.planner.tables import fragmentation_effect_text
         from gpuplace.steps.plan import run_plan_step
         from gpuplace.steps.plan_params import emit_options, plan_request, serving_options
@@ -81,10 +82,12 @@ class PlanCommand(Command):
         effect = fragmentation_effect_text(plan)
         if effect:
             print(effect)
-        out = result.plan_dir.path
-        written = result.plan_dir.forms or ("manifests",)
-        print(f"wrote {out}/plan.json, kfp/, candidates.md (plan {plan.plan_id}) and the forms:")
-        for form in written:
-            where = "manifests/" if form == "manifests" else f"alternatives/{form}.yaml"
-            print(f"  {form}: {out}/{where}")
+        written = result.plan_dir
+        print(
+            f"wrote {written.plan_file}, {written.kfp_dir}/, {written.candidates_file} (plan {plan.plan_id}) "
+            "and the forms:"
+        )
+        for form in written.forms or (MANIFESTS_FORM,):
+            where = written.form_path(form)
+            print(f"  {form}: {where}/" if where.is_dir() else f"  {form}: {where}")
         return 0

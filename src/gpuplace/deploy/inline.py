@@ -11,7 +11,7 @@ Where the server runs depends on where the task runs (``backend``):
   KFP's driver would have created for this task on that control plane, and the KWOK stand-in serves it.
 
 Every backend records the serving spec it ran, and provisioning from the serving object's creation to the
-first successful request. :mod:`gpuplace.steps.serve_and_load_test` runs the load test and the stop after
+first successful request. :mod:`gpuplace.steps.serve_and_loadtest` runs the load test and the stop after
 it, also when the load test fails.
 """
 

@@ -1,7 +1,7 @@
 """Load testing of OpenAI-compatible endpoints with vLLM's metric definitions (docs/loadtest.md).
 
 The rooms, in the order one run uses them: :mod:`.config` holds one run's typed values, a
-:class:`~gpuplace.loadtest.config.LoadTestConfig` (built by :mod:`gpuplace.steps.load_test`);
+:class:`~gpuplace.loadtest.config.LoadTestConfig` (built by :mod:`gpuplace.steps.loadtest`);
 :mod:`.prompts` builds prompts of exact token counts; :mod:`.client` streams one request;
 :mod:`.runner` drives the arrivals; :mod:`.metrics` summarises records into a ``LatencyReport``;
 :mod:`.run` ties one run together, :mod:`.sweep` several; :mod:`.io` writes and reads the files and

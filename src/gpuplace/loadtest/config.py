@@ -1,6 +1,6 @@
 """One load test's configuration: a :class:`LoadTestConfig` of typed, validated values.
 
-The load-test step (:mod:`gpuplace.steps.load_test`) builds it from its parameter table, the deployment
+The load-test step (:mod:`gpuplace.steps.loadtest`) builds it from its parameter table, the deployment
 record and the plan (the edges' ``0`` and ``""`` for "unset" parsed there); this room takes the values only.
 The config says how the load is generated (:meth:`LoadTestConfig.specs`) and how it is recorded in
 report.json (:meth:`LoadTestConfig.workload`).

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from gpuplace.units import ms
+
 GEMM_RE = re.compile(
     r"gemm|gemv|cutlass|nvjet|xmma|matmul|cublas|splitk|triton_tem_fused_mm|_mm_|aten::(addmm|mm|bmm|linear)$",
     re.I,
@@ -68,13 +70,12 @@ class StepBreakdown:
         return self.weight_bytes / self.gemm_s / (self.bandwidth_gbps * 1e9) if self.gemm_s else float("nan")
 
     def describe(self) -> str:
-        ms = 1e3
         return (
-            f"batch {self.batch_size}, {self.mode}: step {self.step_s * ms:.2f} ms = GEMMs "
-            f"{self.gemm_s * ms:.2f} ms ({self.gemm_kernels:.0f} kernels; the weights at "
+            f"batch {self.batch_size}, {self.mode}: step {ms(self.step_s, 2)} ms = GEMMs "
+            f"{ms(self.gemm_s, 2)} ms ({self.gemm_kernels:.0f} kernels; the weights at "
             f"{self.gemm_bandwidth_share:.0%} of {self.bandwidth_gbps:.0f} GB/s) + attention "
-            f"{self.attention_s * ms:.2f} ms ({self.attention_kernels:.0f}) + other kernels "
-            f"{self.other_s * ms:.2f} ms ({self.other_kernels:.0f}) + gaps {self.gaps_s * ms:.2f} ms"
+            f"{ms(self.attention_s, 2)} ms ({self.attention_kernels:.0f}) + other kernels "
+            f"{ms(self.other_s, 2)} ms ({self.other_kernels:.0f}) + gaps {ms(self.gaps_s, 2)} ms"
         )
 
 

@@ -12,48 +12,56 @@ import base64
 import html
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gpuplace.types.compare import MARGIN_OVER_RUNS, Comparison, PathMetrics, ScoreCard
+from gpuplace.units import to_ms
 
 
-def _f(value: float, digits: int = 2, scale: float = 1.0) -> str:
+def _same(value: float) -> float:
+    return value
+
+
+def _f(value: float, digits: int = 2, unit: Callable[[float], float] = _same) -> str:
     if value is None or math.isnan(value):
         return "–"
     if math.isinf(value):
         return "∞"
-    return f"{value * scale:,.{digits}f}"
+    return f"{unit(value):,.{digits}f}"
 
 
-# (label, PathMetrics figure, digits, scale, the criterion it is scored as: its interval is that criterion's)
-_ROWS: tuple[tuple[str, str, int, float, str], ...] = (
-    ("provisioning (s, first created → all ready)", "provisioning_s", 2, 1.0, "provisioning"),
-    ("TTFT p50 (ms)", "ttft_p50_s", 1, 1e3, ""),
-    ("TTFT p99 (ms)", "ttft_p99_s", 1, 1e3, "ttft_p99"),
-    ("TPOT p50 (ms)", "tpot_p50_s", 2, 1e3, ""),
-    ("TPOT p99 (ms)", "tpot_p99_s", 2, 1e3, "tpot_p99"),
-    ("goodput (req/s)", "goodput_rps", 2, 1.0, "goodput"),
-    ("SLO attainment", "slo_attainment", 3, 1.0, "slo_attainment"),
-    ("completed / failed requests", "", 0, 1.0, ""),
-    ("GPUs held", "gpus", 0, 1.0, ""),
-    ("GPU-hours per 1k requests", "gpu_hours_per_1k_requests", 3, 1.0, "gpu_hours_per_1k"),
-    ("cost (USD/month)", "cost_usd_per_month", 0, 1.0, "cost"),
-    ("fragmentation after placement (FGD, GPUs)", "fragmentation_gpus", 2, 1.0, "fragmentation"),
-    ("fragmentation ratio (of the fleet's GPUs)", "fragmentation_ratio", 4, 1.0, ""),
-    ("SLA breaches per month (expected)", "sla_breaches_per_month", 0, 1.0, ""),
-    ("SLA-breach cost (USD/month)", "sla_breach_cost_usd_per_month", 0, 1.0, "sla_breach_cost"),
-    ("predicted-vs-measured error (mean abs. relative)", "prediction_error", 3, 1.0, "prediction_error"),
-    ("latency predictability (p50/p99)", "latency_predictability", 3, 1.0, "latency_predictability"),
-    ("pods not where the plan said", "misplaced_pods", 0, 1.0, ""),
+# (label, PathMetrics figure, digits, its unit (to_ms for a time in seconds shown in ms), the criterion it is
+# scored as: its interval is that criterion's)
+_ROWS: tuple[tuple[str, str, int, Callable[[float], float], str], ...] = (
+    ("provisioning (s, first created → all ready)", "provisioning_s", 2, _same, "provisioning"),
+    ("TTFT p50 (ms)", "ttft_p50_s", 1, to_ms, ""),
+    ("TTFT p99 (ms)", "ttft_p99_s", 1, to_ms, "ttft_p99"),
+    ("TPOT p50 (ms)", "tpot_p50_s", 2, to_ms, ""),
+    ("TPOT p99 (ms)", "tpot_p99_s", 2, to_ms, "tpot_p99"),
+    ("goodput (req/s)", "goodput_rps", 2, _same, "goodput"),
+    ("SLO attainment", "slo_attainment", 3, _same, "slo_attainment"),
+    ("completed / failed requests", "", 0, _same, ""),
+    ("GPUs held", "gpus", 0, _same, ""),
+    ("GPU-hours per 1k requests", "gpu_hours_per_1k_requests", 3, _same, "gpu_hours_per_1k"),
+    ("cost (USD/month)", "cost_usd_per_month", 0, _same, "cost"),
+    ("fragmentation after placement (FGD, GPUs)", "fragmentation_gpus", 2, _same, "fragmentation"),
+    ("fragmentation ratio (of the fleet's GPUs)", "fragmentation_ratio", 4, _same, ""),
+    ("SLA breaches per month (expected)", "sla_breaches_per_month", 0, _same, ""),
+    ("SLA-breach cost (USD/month)", "sla_breach_cost_usd_per_month", 0, _same, "sla_breach_cost"),
+    ("predicted-vs-measured error (mean abs. relative)", "prediction_error", 3, _same, "prediction_error"),
+    ("latency predictability (p50/p99)", "latency_predictability", 3, _same, "latency_predictability"),
+    ("pods not where the plan said", "misplaced_pods", 0, _same, ""),
 )
 
 
-def _metric_cell(c: Comparison, m: PathMetrics, field: str, digits: int, scale: float, crit: str) -> str:
+def _metric_cell(
+    c: Comparison, m: PathMetrics, field: str, digits: int, unit: Callable[[float], float], crit: str
+) -> str:
     if not field:
         return f"{m.completed} / {m.failed}"
     value = m.figure(field)
-    cell = _f(value, digits, scale)
+    cell = _f(value, digits, unit)
     interval = c.score.intervals.get(crit, {}).get(m.path)
     if interval is None or math.isnan(value):
         return cell
@@ -61,7 +69,7 @@ def _metric_cell(c: Comparison, m: PathMetrics, field: str, digits: int, scale: 
         return f"{cell} (once: no interval)"
     if interval[0] == interval[1]:
         return cell
-    return f"{cell} [{_f(interval[0], digits, scale)}, {_f(interval[1], digits, scale)}]"
+    return f"{cell} [{_f(interval[0], digits, unit)}, {_f(interval[1], digits, unit)}]"
 
 
 def runs_text(s: ScoreCard) -> str:
@@ -157,8 +165,8 @@ def render_markdown(c: Comparison, plots: Mapping[str, str] | None = None) -> st
     for note in c.notes:
         out += [f"> {note}", ""]
     out += ["## Metrics", "", "| metric | " + " | ".join(paths) + " |", "|---|" + "---:|" * len(paths)]
-    for label, field, digits, scale, crit in _ROWS:
-        cells = " | ".join(_metric_cell(c, m, field, digits, scale, crit) for m in c.paths)
+    for label, field, digits, unit, crit in _ROWS:
+        cells = " | ".join(_metric_cell(c, m, field, digits, unit, crit) for m in c.paths)
         out.append(f"| {label} | {cells} |")
     out.append(
         "| serving target | " + " | ".join(m.serving_target for m in c.paths) + " |",

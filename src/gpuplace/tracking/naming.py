@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gpuplace import __version__
@@ -144,13 +144,17 @@ def path_metric_dict(m: PathMetrics) -> dict[str, float]:
     )
 
 
-# A scored figure's PathMetrics field → its metric key in MLflow and the factor to the key's unit.
-_FIELD_KEYS: dict[str, tuple[str, float]] = {
-    "ttft_p99_s": ("ttft_p99_ms", 1e3),
-    "tpot_p99_s": ("tpot_p99_ms", 1e3),
-    "slo_attainment": ("slo_attainment_ratio", 1.0),
-    "prediction_error": ("prediction_error_ratio", 1.0),
-    "latency_predictability": ("latency_predictability_ratio", 1.0),
+def _same(value: float) -> float:
+    return value
+
+
+# A scored figure's PathMetrics field → its metric key in MLflow and the conversion to the key's unit.
+_FIELD_KEYS: dict[str, tuple[str, Callable[[float], float]]] = {
+    "ttft_p99_s": ("ttft_p99_ms", to_ms),
+    "tpot_p99_s": ("tpot_p99_ms", to_ms),
+    "slo_attainment": ("slo_attainment_ratio", _same),
+    "prediction_error": ("prediction_error_ratio", _same),
+    "latency_predictability": ("latency_predictability_ratio", _same),
 }
 
 
@@ -165,8 +169,8 @@ def interval_metric_dict(c: Comparison, path: str) -> dict[str, float]:
         if crit not in CRITERIA or low == high:
             continue
         field = CRITERIA[crit].field
-        key, scale = _FIELD_KEYS.get(field, (field, 1.0))
-        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = low * scale, high * scale
+        key, unit = _FIELD_KEYS.get(field, (field, _same))
+        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = unit(low), unit(high)
     return finite(out)
 
 

@@ -1,7 +1,7 @@
 """The Kubeflow path's serving step: serve the plan, load-test it and stop, all inside one KFP task.
 
 The ``serve_and_load_test`` component's step. :data:`PARAMS` (a :mod:`gpuplace.params` table) is its
-parameters: the load test's rows it takes (:data:`gpuplace.steps.load_test.PARAMS`, fewer requests by
+parameters: the load test's rows it takes (:data:`gpuplace.steps.loadtest.PARAMS`, fewer requests by
 default) and its own (the server's deadline, the backend and where it serves); the component's signature
 is checked against it, and :func:`run_serve_and_load_test_step` reads the component's values by its
 names. The server comes from :func:`gpuplace.deploy.inline.serve_inline` (where it runs depends on the
@@ -22,8 +22,8 @@ from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.run import LoadTestResult, require_served, run_loadtest_to_paths
 from gpuplace.params import Param, defaults, parse
 from gpuplace.plandir import read_plan_dir
-from gpuplace.steps.load_test import PARAMS as LOAD_TEST
-from gpuplace.steps.load_test import load_test_config
+from gpuplace.steps.loadtest import PARAMS as LOAD_TEST
+from gpuplace.steps.loadtest import load_test_config
 from gpuplace.types import DeploymentRecord
 
 # The load test's rows this step takes, by name (there is no command: the rows are the component's only).
@@ -89,7 +89,7 @@ def serve_and_load_test(
     arguments: Mapping[str, Any] | None = None,
 ) -> InlineResult:
     """Serve the plan on ``backend`` (:func:`gpuplace.deploy.inline.serve_inline`), run the load test
-    ``params`` describe (the names of :data:`gpuplace.steps.load_test.PARAMS`; SLO and traffic default to
+    ``params`` describe (the names of :data:`gpuplace.steps.loadtest.PARAMS`; SLO and traffic default to
     the plan's), stop the server, and fail (:class:`~gpuplace.loadtest.run.NothingServed`) when no
     request succeeded."""
     planned = read_plan_dir(plan_dir)
