@@ -177,7 +177,7 @@ def read_plan_dir(path: str | Path, *, field: str = "plan") -> PlanDir:
     forms = data.get("emit") or []
     if not isinstance(forms, list) or not all(isinstance(f, str) for f in forms):
         raise InvalidInput(f"{plan_file}:emit", forms, "must be a list of form names", _REGENERATE)
-    # A plan of this machine (engine "transformers": the local target starts a process) has manifests only
+    # A plan of this machine (its engine runs here: the local target starts a process) has manifests only
     # for a cluster node named like this machine (the testenv's real node), and plans written before had
     # none; a plan emitted without the manifests form has none (its deploy refuses it, naming --emit).
     local = plan.is_local and not any((root / MANIFESTS_DIR).glob("*.yaml"))

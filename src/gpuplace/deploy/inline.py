@@ -30,6 +30,7 @@ from gpuplace.errors import GpuplaceError, InvalidInput
 from gpuplace.plandir import PlanDir
 from gpuplace.serving.probe import first_request
 from gpuplace.types import DeploymentRecord, PodRecord
+from gpuplace.types.engines import engine_of
 
 BACKENDS = ("local", "kfp", "testenv")
 
@@ -65,7 +66,7 @@ def _serve_on_testenv(
     real_node = real_node_of(kubeconfig)
     image_notes: tuple[str, ...] = ()
     # a plan for this machine is served on the real node by the task pod's own container
-    in_pod = bool(real_node) and planned.serving.engine == "transformers" and bool(planned.manifests)
+    in_pod = bool(real_node) and engine_of(planned.serving.engine).runs_here and bool(planned.manifests)
     if real_node:
         planned, image_notes = with_local_images(planned, built_images())
         runtime = TestenvRuntime(standin, real_node)
@@ -107,14 +108,17 @@ def _serve_in_pod(
     from gpuplace.deploy.local import _stop_pid
 
     spec = planned.serving
-    if spec.engine != "vllm":
-        raise InvalidInput("serving.engine", spec.engine, "a KFP task serves the plan's vLLM spec", "")
+    engine = engine_of(spec.engine)
+    if not engine.serves_in_task_pod:
+        raise InvalidInput(
+            "serving.engine", spec.engine, f"a KFP task cannot start {engine.title} from the plan's spec", ""
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "server.log"
     try:
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
-                ["vllm", "serve", *spec.args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                [*engine.command, *spec.args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
     except FileNotFoundError:
         raise GpuplaceError(
@@ -127,7 +131,8 @@ def _serve_in_pod(
         if proc.poll() is not None or time.monotonic() > deadline:
             _stop_pid(proc.pid)
             raise GpuplaceError(
-                f"vllm serve did not answer a first request within {timeout_s:g} s; log {log_path}"
+                f"{' '.join(engine.command)} did not answer a first request within {timeout_s:g} s; "
+                f"log {log_path}"
             )
         time.sleep(0.5)
     serving = time.time()

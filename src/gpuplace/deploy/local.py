@@ -26,6 +26,7 @@ from pathlib import Path
 from gpuplace.errors import GpuplaceError, InvalidInput
 from gpuplace.serving.runtime import serve_command
 from gpuplace.types import DeploymentRecord, PodRecord
+from gpuplace.types.engines import LOCAL_ENGINE
 
 _POLL_S = 0.25
 _STOP_GRACE_S = 10.0
@@ -199,7 +200,7 @@ def _is_our_server(pid: int) -> bool:
         except OSError:
             return False
         return True  # no /proc (macOS): trust the record
-    return b"serve" in cmdline and any(b"transformers" in part for part in cmdline)
+    return b"serve" in cmdline and any(LOCAL_ENGINE.process_word in part for part in cmdline)
 
 
 def _alive(pid: int) -> bool:

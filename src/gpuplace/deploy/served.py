@@ -18,6 +18,7 @@ from pathlib import Path
 from gpuplace.errors import GpuplaceError
 from gpuplace.serving.probe import first_request
 from gpuplace.types import DeploymentRecord
+from gpuplace.types.engines import LOCAL_ENGINE, engine_of
 from gpuplace.types.serving import ServingSpec
 
 LOCAL_RUNTIME = "local process"
@@ -58,7 +59,7 @@ def local_spec(record: DeploymentRecord, model: str) -> ServingSpec:
         cmdline = []
     args = engine_args(cmdline)
     return ServingSpec(
-        engine="transformers",
+        engine=LOCAL_ENGINE.name,
         image="",
         model=model,
         model_source=args[1] if len(args) > 1 else "",
@@ -76,7 +77,7 @@ def local_engine(model: str, serving: ServingSpec | None = None) -> tuple[str, t
     them (``transformers serve --continuous-batching`` with the engine parameters its prediction
     assumed, on its CPU or GPU); any other plan is served by the local engine with the local target's
     own parameters (:func:`~gpuplace.planner.engine.local_engine_params`), on CUDA when present."""
-    if serving is not None and serving.engine == "transformers":
+    if serving is not None and engine_of(serving.engine).runs_here:
         return ("auto" if serving.gpus_per_replica else "cpu"), serving.args
     from gpuplace.catalog import model_arch_from_config, resolve_model
     from gpuplace.planner.engine import local_engine_params

@@ -26,6 +26,7 @@ from gpuplace.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX, REPLICA_LABEL
 from gpuplace.plandir import PlanDir
 from gpuplace.types import DeploymentRecord, Inventory, PodRecord
 from gpuplace.types.deploy import DEVICE_LEVEL, NODE_LEVEL, DraDevice
+from gpuplace.types.engines import CLUSTER_ENGINE, engine_of_command
 from gpuplace.types.plan import Placement, PlacementPlan
 from gpuplace.types.serving import ServingSpec
 
@@ -88,6 +89,16 @@ def _device_plugin_name(placement: PodPlacement, plan_spec: ServingSpec, resourc
     return f"{MIG_RESOURCE_PREFIX}{profile}" if profile else resource
 
 
+def _engine_name(command: str, planned: str) -> str:
+    """The engine a pod's container starts, by its command line. A container without a command runs its
+    image's entry point, the cluster engine's (vllm/vllm-openai's is ``vllm serve``); a command no
+    registered engine starts (gpuplace's serve script) keeps the plan's engine."""
+    if not command:
+        return CLUSTER_ENGINE.name
+    started = engine_of_command(command)
+    return started.name if started else planned
+
+
 def _flag(args: Sequence[str], name: str) -> str:
     for i, a in enumerate(args):
         if a == name and i + 1 < len(args):
@@ -116,7 +127,7 @@ def spec_of_pods(
     tp = _flag(args, "--tensor-parallel-size")
     return replace(
         plan_spec,
-        engine="vllm" if "vllm" in command or not command else plan_spec.engine,
+        engine=_engine_name(command, plan_spec.engine),
         image=str(container.get("image", "")),
         args=args,
         model_source=args[0] if args and not args[0].startswith("-") else plan_spec.model_source,

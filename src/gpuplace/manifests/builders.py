@@ -32,10 +32,11 @@ from gpuplace.labels import (
 )
 from gpuplace.serving.runtime import vllm_args
 from gpuplace.types import Inventory, Node
+from gpuplace.types.engines import CLUSTER_ENGINE
 from gpuplace.types.plan import PlacementPlan
-from gpuplace.types.serving import VLLM_VERSION, ServingSpec
+from gpuplace.types.serving import ServingSpec
 
-VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"  # the release whose defaults the plan records
+VLLM_IMAGE = CLUSTER_ENGINE.image  # the release whose defaults the plan records
 PORT = 8000
 CACHE_DIR = "/cache"
 
@@ -180,7 +181,7 @@ def serving_spec(plan: PlacementPlan, inventory: Inventory, options: ServingOpti
         engine_args=plan.engine.to_vllm_args(),
     )
     return ServingSpec(
-        engine="vllm",
+        engine=CLUSTER_ENGINE.name,
         image=options.image,
         model=plan.model,
         model_source=options.model_path or plan.model,
@@ -226,7 +227,7 @@ def _container(
         "name": "server",
         "image": serving.image,
         "imagePullPolicy": "Always",
-        "command": ["vllm", "serve"],
+        "command": list(CLUSTER_ENGINE.command),
         "args": list(serving.args),
         "ports": [{"name": "http", "containerPort": serving.port, "protocol": "TCP"}],
         "env": [

@@ -18,6 +18,7 @@ from typing import Any
 from gpuplace.errors import InvalidInput
 from gpuplace.labels import GPU_RESOURCE
 from gpuplace.manifests.builders import PORT, _labels, _selector, node_affinity, service
+from gpuplace.types.engines import LOCAL_ENGINE
 from gpuplace.types.plan import PlacementPlan
 from gpuplace.types.serving import ServingSpec
 
@@ -36,7 +37,7 @@ def local_serving_spec(plan: PlacementPlan, image: str = "") -> ServingSpec:
         )
     on_gpu = plan.chosen.unit != "cpu"
     return ServingSpec(
-        engine="transformers",
+        engine=LOCAL_ENGINE.name,
         image=image,
         model=plan.model,
         model_source=plan.model,

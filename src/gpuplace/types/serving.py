@@ -18,12 +18,10 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpuplace.errors import InvalidInput
+from gpuplace.types.engines import VLLM, engine_of
 from gpuplace.types.precision import BF16, Precision
 
-ENGINES = ("vllm", "transformers")
-# the vLLM release the cluster manifests run (vllm/vllm-openai:v<this>) and whose defaults the engine
-# parameters record; tests/referee/test_vllm_args.py checks both against the installed package
-VLLM_VERSION = "0.33.0"
+VLLM_VERSION = VLLM.version  # the release whose defaults the engine parameters record (types.engines)
 
 
 ENGINE_FIELDS: tuple[str, ...] = (
@@ -248,7 +246,7 @@ class EngineParams:
 class ServingSpec:
     """One replica's server and how many replicas run it."""
 
-    engine: str  # "vllm" on clusters, "transformers" (continuous batching) on the local target
+    engine: str  # a registered engine's name (types.engines): vLLM on clusters, transformers locally
     image: str  # container image; "" for a process on this machine
     model: str  # the model the plan is for (a preset name, a config.json or a model directory)
     model_source: str  # what the server loads: a Hugging Face id, a path in the image, or a local dir
@@ -266,8 +264,7 @@ class ServingSpec:
     engine_params: EngineParams | None = None
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise InvalidInput("serving.engine", self.engine, f"must be one of {', '.join(ENGINES)}", "")
+        engine_of(self.engine)  # a registered engine, or refused by name
         for name in ("gpus_per_replica", "tensor_parallel", "replicas", "port"):
             value = getattr(self, name)
             # 0 GPUs: the local engine on a CPU; port 0: a local server on any free port
