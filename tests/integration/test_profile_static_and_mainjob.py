@@ -266,9 +266,9 @@ def test_main_job_compares_both_paths_on_the_testenv(
     by the KWOK stand-in's local engine, with one serving spec."""
     import json
 
-    from gpuplace.jobs.outputs import path_outputs
+    from gpuplace.jobs.outputs import read_run
+    from gpuplace.pipelines.orchestration_comparison.pipeline import pipeline
     from gpuplace.profiling.device import local_unit
-    from gpuplace.types import DeploymentRecord
 
     argv = [
         "run",
@@ -294,14 +294,12 @@ def test_main_job_compares_both_paths_on_the_testenv(
     out = capsys.readouterr().out
     run_dir = next((tmp_path / "runs").iterdir())
     outputs = next(run_dir.rglob("compare-paths")).parent
-    runs = path_outputs(outputs)  # with --repeats, "native #1", "kubeflow #1", ... one per run
-    assert {label.split(" #")[0] for label, _, _ in runs} == {"native", "kubeflow"}
-    lines = {
-        label: next(line for line in out.splitlines() if line.startswith(f"{label} ")) for label, _, _ in runs
-    }
-    for label, dep_file, _ in runs:
-        assert dep_file is not None, f"{label}: no deployment record"
-        record = DeploymentRecord.from_json_dict(json.loads(dep_file.read_text()))
+    runs = read_run(pipeline.pipeline_spec, outputs).runs  # with --repeats, "native #1", ... one per run
+    assert {r.label.split(" #")[0] for r in runs} == {"native", "kubeflow"}
+    lines = {r.label: next(line for line in out.splitlines() if line.startswith(f"{r.label} ")) for r in runs}
+    for run in runs:
+        label, record = run.label, run.record
+        assert record is not None, f"{label}: no deployment record"
         assert record.runtime.startswith("local stand-in") and record.served_on == local_unit()
         # each run's line carries its own record's provisioning time, not another repeat's
         assert f"{record.provisioning().max:.2f}" in lines[label], (label, lines[label])
@@ -312,11 +310,7 @@ def test_main_job_compares_both_paths_on_the_testenv(
         else:
             assert record.gpu_api == "device-plugin" and pod.gpu_ids == () and pod.placement_level == "node"
             assert "(node level)" in lines[label]
-    first = {
-        label.split(" #")[0]: DeploymentRecord.from_json_dict(json.loads(dep.read_text()))
-        for label, dep, _ in reversed(runs)
-        if dep is not None
-    }
+    first = {r.label.split(" #")[0]: r.record for r in reversed(runs) if r.record is not None}
     native, kubeflow = first["native"], first["kubeflow"]
     assert native.serving == kubeflow.serving  # one spec, so the verdict stands
     assert native.pods[0].node == kubeflow.pods[0].node

@@ -19,6 +19,7 @@ READERS = {
     "read_report": "gpuplace.loadtest.io",
     "read_records": "gpuplace.loadtest.io",
     "read_prediction": "gpuplace.loadtest.io",
+    "read_report_and_prediction": "gpuplace.loadtest.io",
     "load_profile": "gpuplace.profiling.io",
     "read_inventory_json": "gpuplace.inventory.jsonfile",
     "write_inventory_json": "gpuplace.inventory.jsonfile",
@@ -26,21 +27,19 @@ READERS = {
     "read_comparison": "gpuplace.steps.compare",
 }
 # Above the steps or beside them, each with its reason:
-# - jobs.main reads a finished run's outputs back to print its summary (it runs the steps, through kfp),
-#   with jobs.outputs, which finds them in the run's folder (a loop's iterations too) and lists each path's;
+# - jobs.outputs reads a finished run's outputs back, once, for the main job's summary (it runs the steps,
+#   through kfp): it finds them by the compiled pipeline's tasks (a loop's iterations too);
 #   jobs.cluster hands the pipeline the cluster's inventory (read to check --fleet against it) as its input;
 # - deploy.dispatch and deploy.registry keep the local targets' registry of running servers under the state
 #   directory, which is how teardown finds a server by plan or run id: machine state, not a step output;
 # - inventory (load_inventory) reads an inventory JSON given as a source, as it reads a fleet YAML.
 ALSO = {
-    "gpuplace.jobs.main": {
+    "gpuplace.jobs.outputs": {
         "read_plan_dir",
-        "read_report",
-        "read_prediction",
         "read_record",
+        "read_report_and_prediction",
         "read_comparison",
     },
-    "gpuplace.jobs.outputs": {"read_record", "read_report"},
     "gpuplace.jobs.cluster": {"write_inventory_json"},
     "gpuplace.deploy.dispatch": {"read_record", "write_record"},
     "gpuplace.deploy.registry": {"read_record", "write_record"},

@@ -31,8 +31,8 @@ from typing import Any
 
 from gpuplace.errors import CheckFailed, InvalidInput
 from gpuplace.jobs.console import _ANSI, quiet_console
-from gpuplace.jobs.outputs import format_partial, format_paths, mlflow_url, one_output, served_on
-from gpuplace.plandir import PlanDir, read_plan_dir
+from gpuplace.jobs.outputs import RunOutputs, format_partial, format_paths, read_run, require
+from gpuplace.plandir import PlanDir
 from gpuplace.steps.compare import repeat_runs
 from gpuplace.tracking.config import DEFAULT_WORKDIR, ui_command
 from gpuplace.types.compare import Comparison
@@ -79,6 +79,7 @@ class MainJobResult:
     model: str
     run_dir: Path
     outputs: Path  # the pipeline run's folder of task outputs
+    run: RunOutputs  # what the tasks wrote, read once
     plan: PlanDir
     measured: LatencyReport  # the (native path's) load test
     mlflow: str  # how to open MLflow on the run
@@ -128,7 +129,7 @@ def run_main_job(config: MainJobConfig) -> MainJobResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     pipeline, arguments = pipeline_arguments(config, model, inventory, run_dir, kubeflow_backend)
     outputs = run_locally(pipeline, arguments, run_dir, verbose=config.verbose)
-    return read_result(config, model, inventory, run_dir, outputs)
+    return read_result(config, model, inventory, run_dir, read_run(pipeline.pipeline_spec, outputs))
 
 
 def check_config(config: MainJobConfig) -> str:
@@ -243,7 +244,7 @@ def run_locally(pipeline: Any, arguments: dict[str, Any], run_dir: Path, *, verb
         raise PipelineFailed(
             f"{_ANSI.sub('', str(e))}{said} The tasks' own output is in {log}; "
             f"what they wrote is kept in {run_dir}",
-            partial=format_partial(outputs) if outputs is not None else "",
+            partial=format_partial(pipeline.pipeline_spec, outputs) if outputs is not None else "",
         ) from e
     finally:
         os.chdir(cwd)
@@ -251,22 +252,10 @@ def run_locally(pipeline: Any, arguments: dict[str, Any], run_dir: Path, *, verb
 
 
 def read_result(
-    config: MainJobConfig, model: str, inventory: str, run_dir: Path, outputs: Path
+    config: MainJobConfig, model: str, inventory: str, run_dir: Path, run: RunOutputs
 ) -> MainJobResult:
-    """The run's outputs read back: the plan, the (native path's) load test, the comparison, where the
-    report and MLflow are; and, for a local run, the fleet planned as a prediction for its GPUs."""
-    from gpuplace.loadtest.io import read_prediction, read_report
-    from gpuplace.steps.compare import read_comparison
-
-    plan = read_plan_dir(one_output(outputs, "plan-placement", "plan"))
-    report_file = one_output(outputs, "load-test", "report")
-    measured = read_report(report_file)
-    comparison = None
-    if config.compare:
-        comparison = read_comparison(one_output(outputs, "compare-paths", "comparison"))
-        report = one_output(outputs, "compare-paths", "report_md")
-    else:
-        report = one_output(outputs, "load-test", "summary")
+    """The result from the run's outputs (the plan, the native path's load test, the comparison, where the
+    report and MLflow are); and, for a local run, the fleet planned as a prediction for its GPUs."""
     store = run_store(run_dir)
     db, artifacts = store / "mlflow.db", store / "artifacts"
     mlflow = ui_command(f"sqlite:///{db}", artifacts)
@@ -274,26 +263,28 @@ def read_result(
         mlflow = f"open {config.mlflow_uri or os.environ['MLFLOW_TRACKING_URI']} (experiment 'gpuplace')"
     fleet_plan, fleet_note = None, ""
     if is_local_inventory(inventory) and config.fleet:
-        fleet_plan, fleet_note = plan_fleet(config, model, run_dir / "fleet-plan", outputs)
+        profile = require(run.profile, "profile", run.folder)
+        fleet_plan, fleet_note = plan_fleet(config, model, run_dir / "fleet-plan", profile)
     return MainJobResult(
         config,
         model,
         run_dir,
-        outputs,
-        plan,
-        measured,
+        run.folder,
+        run,
+        require(run.plan, "plan", run.folder),
+        require(run.measured, "load-test report of the native path", run.folder),
         mlflow,
-        report,
+        require(run.report, "report", run.folder),
         run_dir / RUNNER_LOG,
-        comparison,
-        prediction=read_prediction(report_file),
+        run.comparison if config.compare else None,
+        prediction=run.prediction,
         fleet_plan=fleet_plan,
         fleet_note=fleet_note,
-        mlflow_url=mlflow_url(outputs),
+        mlflow_url=run.mlflow_url,
     )
 
 
-def plan_fleet(config: MainJobConfig, model: str, out: Path, outputs: Path) -> tuple[PlanDir | None, str]:
+def plan_fleet(config: MainJobConfig, model: str, out: Path, profile: Path) -> tuple[PlanDir | None, str]:
     """The same request planned on the fleet: what the model predicts for its GPUs (with the profile,
     which calibrates only its own GPU model — a CPU profile calibrates none). Not deployed, not measured
     here; ``(None, why)`` when no shape of the fleet meets the SLO."""
@@ -316,7 +307,7 @@ def plan_fleet(config: MainJobConfig, model: str, out: Path, outputs: Path) -> t
     try:
         result = run_plan_step(
             plan_request(params, catalog),
-            profile=one_output(outputs, "profile-latency", "profile"),
+            profile=profile,
             inventory=config.fleet,
             out=out,
             catalog=catalog,
@@ -345,7 +336,7 @@ def format_prediction_table(result: MainJobResult) -> list[str]:
     for the device that served (the local plan), else side by side, each labelled with its device."""
     plan, measured, checked = result.plan.plan, result.measured, result.prediction
     pred = plan.prediction
-    served = next(iter(served_on(result.outputs)), "")
+    served = next(iter(result.run.served_on()), "")
     if checked is not None:
         head = [
             f"predicted vs measured on the same device ({plan.chosen.unit}; error = (measured − predicted)"
@@ -423,7 +414,7 @@ def format_summary(result: MainJobResult) -> str:
             f"planned frag.     {plan.fragmentation_before:.2f} → {plan.fragmentation_after:.2f} GPUs "
             "(FGD, the fleet before → after the planned placement)",
         ]
-    lines += ["", *format_paths(result.outputs)]
+    lines += ["", *format_paths(result.run)]
     if result.comparison is not None:
         from gpuplace.report.render import verdict_line
 

@@ -1,42 +1,168 @@
-"""A pipeline run's folder of task outputs, as kfp's local runner lays it out, read back for the main job.
+"""A pipeline run's task outputs, read back once into typed values for the main job.
 
-A task's output sits at ``<task>/<name>``, or, for a task in a loop (``orchestration_comparison``'s
-repeated runs), at ``for-loop-N-iteration-I/<task>/<name>``; :func:`all_outputs` finds them in run order.
-:func:`path_outputs` pairs each path's runs with their deployment records and load-test reports,
-:func:`format_paths` prints what each measured, and :func:`mlflow_url` is where the tracking task said
-the MLflow run is.
+kfp's local runner writes a task's output ``name`` to ``<task>/<name>``, and a task inside a loop
+(``orchestration_comparison``'s repeated runs) to ``<loop>-iteration-<i>/<task>/<name>``. Where each task
+sits is read from the compiled pipeline (its DAG's task names and the loops they run in), not guessed
+from folder names: :func:`task_folders`. :func:`read_run` reads what the main job reports, once each: the
+plan, every path's deployment records and load-test reports, the comparison, the report a person reads
+first, and where MLflow shows the run (:class:`RunOutputs`). Components are named by their component
+objects, so a renamed component cannot leave a stale name here.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from gpuplace.errors import InvalidInput
+from gpuplace.plandir import PlanDir, read_plan_dir
+from gpuplace.types import DeploymentRecord
+from gpuplace.types.compare import Comparison
+from gpuplace.types.latency import PredictedVsMeasured
+from gpuplace.types.loadtest import LatencyReport
 from gpuplace.units import ms
 
 
-def all_outputs(outputs: Path, task: str, name: str) -> list[Path]:
-    """Every run's output ``name`` of ``task``, in run order: at the top, or in a loop's iterations."""
-    top = sorted(p for p in outputs.glob(f"{task}*/{name}") if p.exists())
-    loop = sorted(
-        outputs.glob(f"*-iteration-*/{task}*/{name}"), key=lambda p: int(p.parts[-3].split("-")[-1])
+def task_folders(pipeline_spec: Any, outputs: Path) -> dict[str, list[Path]]:
+    """Component name (``load-test``) → the folders its tasks wrote, one per run, in run order: the
+    top-level tasks first, then a loop's iterations by number. From the compiled ``pipeline_spec``
+    (a ``PipelineSpec``): an exit handler's tasks sit beside the others, a loop's under its iterations."""
+    found: dict[str, list[Path]] = defaultdict(list)
+    components = pipeline_spec.components
+
+    def walk(dag: Any, bases: list[Path]) -> None:
+        for name in sorted(dag.tasks):
+            task = dag.tasks[name]
+            component = components[task.component_ref.name]
+            if component.HasField("dag"):  # a loop runs under its iterations; an exit handler in place
+                looped = task.HasField("parameter_iterator")
+                runs = [b / f"{name}-iteration-{i}" for b in bases for i in _iterations(b, name)]
+                walk(component.dag, runs if looped else bases)
+            else:
+                key = task.component_ref.name.removeprefix("comp-")
+                found[key] += [b / name for b in bases if (b / name).is_dir()]
+
+    walk(pipeline_spec.root.dag, [outputs])
+    return {k: sorted(v, key=_run_order) for k, v in found.items()}
+
+
+def _iterations(base: Path, loop: str) -> list[int]:
+    i, out = 0, []
+    while (base / f"{loop}-iteration-{i}").is_dir():
+        out.append(i)
+        i += 1
+    return out
+
+
+def _run_order(folder: Path) -> tuple[int, int]:
+    """Top-level first, then by iteration number."""
+    loop = re.search(r"-iteration-(\d+)$", folder.parent.name)
+    return (1, int(loop.group(1))) if loop else (0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class PathRun:
+    """One run of one orchestration path: its deployment record and its load test (None: not written)."""
+
+    label: str  # "native", "kubeflow", or with repeated runs "native #2"
+    record: DeploymentRecord | None
+    report: LatencyReport | None
+    report_file: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutputs:
+    """What a pipeline run wrote, read once; None/empty for what a failed run did not write."""
+
+    folder: Path
+    plan: PlanDir | None
+    profile: Path | None  # the profile task's output folder (the fleet is planned with it)
+    runs: tuple[PathRun, ...]
+    prediction: PredictedVsMeasured | None  # beside the native path's first load test
+    comparison: Comparison | None
+    report: Path | None  # the Markdown report a person reads first
+    mlflow_url: str
+
+    @property
+    def measured(self) -> LatencyReport | None:
+        """The native path's (first) load test."""
+        return next((r.report for r in self.runs if r.label.startswith("native") and r.report), None)
+
+    def served_on(self) -> list[str]:
+        return [r.record.served_on for r in self.runs if r.record is not None]
+
+
+def read_run(pipeline_spec: Any, outputs: Path) -> RunOutputs:
+    """The run's outputs under ``outputs`` as typed values, each file read once."""
+    from gpuplace.components.benchmarking.load_test import load_test
+    from gpuplace.components.benchmarking.serve_and_load_test import serve_and_load_test
+    from gpuplace.components.placement.plan_placement import plan_placement
+    from gpuplace.components.profiling.profile_latency import profile_latency
+    from gpuplace.components.reporting.compare_paths import compare_paths
+    from gpuplace.components.serving.deploy_inference import deploy_inference
+    from gpuplace.deploy import read_record
+    from gpuplace.loadtest.io import read_report_and_prediction
+    from gpuplace.steps.compare import read_comparison
+
+    folders = task_folders(pipeline_spec, outputs)
+
+    def output(component: Any, name: str) -> list[Path]:
+        return [f / name for f in folders.get(component.name, []) if (f / name).exists()]
+
+    runs: list[PathRun] = []
+    prediction = None
+    for path, deployer, tester in (
+        ("native", deploy_inference, load_test),
+        ("kubeflow", serve_and_load_test, serve_and_load_test),
+    ):
+        deps = [read_record(p) for p in output(deployer, "deployment") if p.is_file()]
+        reps = [p for p in output(tester, "report") if p.is_file()]
+        read = [read_report_and_prediction(p) for p in reps]
+        if path == "native" and read:
+            prediction = read[0][1]
+        n = max(len(deps), len(reps))
+        for i in range(n):
+            runs.append(
+                PathRun(
+                    f"{path} #{i + 1}" if n > 1 else path,
+                    deps[i] if i < len(deps) else None,
+                    read[i][0] if i < len(read) else None,
+                    reps[i] if i < len(reps) else None,
+                )
+            )
+    plans = output(plan_placement, "plan")
+    comparisons = output(compare_paths, "comparison")
+    report = output(compare_paths, "report_md") if comparisons else output(load_test, "summary")
+    profiles = output(profile_latency, "profile")
+    return RunOutputs(
+        folder=outputs,
+        plan=read_plan_dir(plans[0]) if plans else None,
+        profile=profiles[0] if profiles else None,
+        runs=tuple(runs),
+        prediction=prediction,
+        comparison=read_comparison(comparisons[0]) if comparisons else None,
+        report=report[0] if report else None,
+        mlflow_url=_mlflow_url([f for fs in folders.values() for f in fs]),
     )
-    return top + [p for p in loop if p.exists()]
 
 
-def one_output(outputs: Path, task: str, name: str) -> Path:
-    found = all_outputs(outputs, task, name)
-    if not found:
-        raise FileNotFoundError(f"{outputs}: no output {name!r} of task {task!r}")
-    return found[0]
+def require(value: Any, what: str, outputs: Path) -> Any:
+    """``value``, or a clear error naming the output the run did not write."""
+    if value is None:
+        raise InvalidInput("outputs", str(outputs), f"holds no {what}", "See the run's runner.log")
+    return value
 
 
-def mlflow_url(outputs: Path) -> str:
+def _mlflow_url(task_dirs: list[Path]) -> str:
     """The MLflow parent run's page, from what the tracking task recorded: ``compare_paths``'s comparison
     metadata, or ``track_run``'s return value ("...; the run: URL"); "" when neither did."""
-    import json
-    import re
-
-    for f in sorted(outputs.glob("*/executor_output.json")):
+    for f in sorted(d / "executor_output.json" for d in task_dirs):
+        if not f.is_file():
+            continue
         data = json.loads(f.read_text())
         for art in ((data.get("artifacts") or {}).get("comparison") or {}).get("artifacts") or []:
             if url := (art.get("metadata") or {}).get("mlflow_url"):
@@ -47,35 +173,16 @@ def mlflow_url(outputs: Path) -> str:
     return ""
 
 
-def path_outputs(outputs: Path) -> list[tuple[str, Path | None, Path | None]]:
-    """(path, deployment.json, load-test report) of each path's runs whose outputs exist, in flow order;
-    with repeated runs the path is labelled with the run's number (``native #2``)."""
-    found: list[tuple[str, Path | None, Path | None]] = []
-    for path, deploy_task, report_task in (
-        ("native", "deploy-inference", "load-test"),
-        ("kubeflow", "serve-and-load-test", "serve-and-load-test"),
-    ):
-        deps: list[Path | None] = [p for p in all_outputs(outputs, deploy_task, "deployment") if p.is_file()]
-        reps: list[Path | None] = [p for p in all_outputs(outputs, report_task, "report") if p.is_file()]
-        n = max(len(deps), len(reps))
-        for i in range(n):
-            label = f"{path} #{i + 1}" if n > 1 else path
-            found.append((label, (deps[i:] or [None])[0], (reps[i:] or [None])[0]))
-    return found
-
-
-def format_paths(outputs: Path) -> list[str]:
+def format_paths(run: RunOutputs) -> list[str]:
     """One line per path that ran: measured nodes and GPU devices, provisioning, and the load test."""
-    from gpuplace.deploy import read_record
-    from gpuplace.loadtest.io import read_report
+    from gpuplace.deploy import provisioning_split
 
     lines = [
         f"{'path':11} {'nodes (measured)':18} {'GPUs (measured)':30} {'provisioning s':>14} "
         f"{'p99 TTFT ms':>11} {'p99 TPOT ms':>11} {'ok/failed':>9}"
     ]
-    for path, dep_file, rep_file in path_outputs(outputs):
-        dep = read_record(dep_file) if dep_file is not None else None
-        rep = read_report(rep_file) if rep_file is not None else None
+    for r in run.runs:
+        dep, rep = r.record, r.report
         nodes = ",".join(sorted({p.node for p in dep.pods if p.node})) if dep else "-"
         gpus = "-"
         if dep is not None:
@@ -92,24 +199,19 @@ def format_paths(outputs: Path) -> list[str]:
         tpot = ms(rep.tpot.p99, 2) if rep else "-"
         done = f"{rep.completed}/{rep.failed}" if rep else "-"
         lines.append(
-            f"{path:11} {nodes or '-':18} {gpus:30} {provisioning:>14} {ttft:>11} {tpot:>11} {done:>9}"
+            f"{r.label:11} {nodes or '-':18} {gpus:30} {provisioning:>14} {ttft:>11} {tpot:>11} {done:>9}"
         )
         if dep is not None and dep.mismatches():
             lines += [f"{'':11} placement mismatch: {m}" for m in dep.mismatches()]
         if dep is not None:
-            from gpuplace.deploy import provisioning_split
-
             lines += [f"{'':11} {line}" for line in provisioning_split(dep)]
     return lines
 
 
-def format_partial(outputs: Path) -> str:
-    """What the tasks that finished measured, for a run that failed."""
-    lines = format_paths(outputs)
+def format_partial(pipeline_spec: Any, outputs: Path) -> str:
+    """What the tasks that finished measured, for a run that failed ("" when nothing was)."""
+    try:
+        lines = format_paths(read_run(pipeline_spec, outputs))
+    except InvalidInput as e:  # a half-written output: say so rather than hide the task's own failure
+        return f"(the finished tasks' outputs could not be read: {e})"
     return "\n".join(lines) if len(lines) > 1 else ""
-
-
-def served_on(outputs: Path) -> list[str]:
-    from gpuplace.deploy import read_record
-
-    return [read_record(d).served_on for _, d, _ in path_outputs(outputs) if d is not None]

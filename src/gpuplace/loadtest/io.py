@@ -94,32 +94,34 @@ def read_records(path: str | Path) -> list[RequestResult]:
 
 def read_report(path: str | Path, field: str = "report") -> LatencyReport:
     """``report.json`` of a load test, given as the file or its output directory."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / REPORT_FILE
-    try:
-        return LatencyReport.from_json_dict(json.loads(p.read_text()))
-    except (FileNotFoundError, IsADirectoryError):
-        raise InvalidInput(field, str(p), "no such file", "Give a gpuplace loadtest --out") from None
-    except json.JSONDecodeError as e:
-        raise InvalidInput(field, str(p), f"is not JSON ({e.msg} at line {e.lineno})", "") from None
-    except (TypeError, KeyError, AttributeError, ValueError) as e:
-        raise InvalidInput(field, str(p), f"is not a valid report.json ({e})", "") from None
+    return read_report_and_prediction(path, field)[0]
 
 
 def read_prediction(path: str | Path, field: str = "report") -> PredictedVsMeasured | None:
     """The plan's prediction beside the measurement of a ``report.json``; None when the prediction was
     for another device than the one measured (or the plan had none). A report written before it held the
     whole prediction gives its predicted medians and 99th percentiles."""
+    return read_report_and_prediction(path, field)[1]
+
+
+def read_report_and_prediction(
+    path: str | Path, field: str = "report"
+) -> tuple[LatencyReport, PredictedVsMeasured | None]:
+    """A ``report.json`` read once: the load test's report and the prediction beside it
+    (:func:`read_report`, :func:`read_prediction`)."""
     p = Path(path)
     if p.is_dir():
         p = p / REPORT_FILE
-    report = read_report(p, field)
     try:
         data = json.loads(p.read_text())
+        report = LatencyReport.from_json_dict(data)
         if data.get("prediction"):
-            return PredictedVsMeasured.from_json_dict(data["prediction"])
+            return report, PredictedVsMeasured.from_json_dict(data["prediction"])
         rows = data.get("predicted_vs_measured") or {}
-        return PredictedVsMeasured.from_rows(rows, report) if rows else None
+        return report, (PredictedVsMeasured.from_rows(rows, report) if rows else None)
+    except (FileNotFoundError, IsADirectoryError):
+        raise InvalidInput(field, str(p), "no such file", "Give a gpuplace loadtest --out") from None
+    except json.JSONDecodeError as e:
+        raise InvalidInput(field, str(p), f"is not JSON ({e.msg} at line {e.lineno})", "") from None
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise InvalidInput(field, str(p), f"is not a valid report.json ({e})", "") from None
