@@ -31,7 +31,7 @@ SHARED_DATA = Path(os.environ.get("GPUPLACE_SHARED_DATA", REPO.parent / "shared"
 SHARED_CRDS = Path(os.environ.get("GPUPLACE_SHARED_CRDS", REPO.parent / "shared" / "crds"))  # upstream CRDs
 
 # controlplane / kube_api / kube_namespace: the real local Kubernetes control plane (docs/testenv.md)
-pytest_plugins = ("gpuplace.testenv.pytest_plugin",)
+pytest_plugins = ("gpuplace.testenv.pytest_plugin", "pytester")
 
 # The units that take longest start first (a worker takes the next unit in collection order), so no long
 # unit is left for the end; unit tests, short and many, fill the gaps last.

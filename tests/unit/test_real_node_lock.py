@@ -85,3 +85,51 @@ def test_the_docs_test_holds_the_real_node_for_a_document_whose_run_starts_one(
     monkeypatch.setattr(test_docs, "_run_blocks", lambda *a: [])
     test_docs.run_doc("node.md", tmp_path / "scratch", also=also)
     assert entered == (["node.md"] if holds else [])
+
+
+SUITE = """
+import fcntl, os
+from pathlib import Path
+import pytest
+
+def free():
+    with open(os.environ["GPUPLACE_REALNODE_LOCK"], "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+@pytest.fixture(scope="module")
+def uses_the_node(real_node_slot):
+    yield
+    assert not free()  # a module's teardown still has the node: it is given back after it
+
+@pytest.mark.usefixtures("uses_the_node")
+def test_a():
+    assert not free()
+
+@pytest.mark.usefixtures("real_node_slot")
+def test_b():
+    assert not free()
+
+def test_c():
+    assert free()  # given back after the last real-node test in a row, not at the session's end
+
+@pytest.mark.usefixtures("real_node_slot")
+def test_d():
+    assert not free()  # taken again by a later test
+"""
+
+
+def test_the_node_is_given_back_after_the_last_real_node_test_in_a_row(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real pytest session with the plugin: the lock (what `realnode_controlplane` depends on, so the
+    control plane stops first) is free for the test after the real-node tests, and held again by a later
+    one."""
+    monkeypatch.setenv("GPUPLACE_REALNODE_LOCK", str(tmp_path / "realnode.lock"))
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("-p", "gpuplace.testenv.pytest_plugin", "-q")
+    result.assert_outcomes(passed=4)

@@ -33,7 +33,10 @@ if TYPE_CHECKING:
     from gpuplace.k8s import Api
 
 DEFAULT_FLEETS = "h100-nvlink,mixed-a100-h100-l4"
-REAL_NODE_LOCK = Path(tempfile.gettempdir()) / "gpuplace-realnode.lock"
+# one per machine; GPUPLACE_REALNODE_LOCK moves it (the plugin's own test runs a suite against another)
+REAL_NODE_LOCK = Path(
+    os.environ.get("GPUPLACE_REALNODE_LOCK") or Path(tempfile.gettempdir()) / "gpuplace-realnode.lock"
+)
 
 
 @contextlib.contextmanager
@@ -70,9 +73,32 @@ def one_real_node(
 
 @pytest.fixture(scope="session")
 def real_node_slot() -> Iterator[None]:
-    """The machine's one real node, held for this session's real-node tests (:func:`one_real_node`)."""
-    with one_real_node(who="the real-node tests"):
+    """The machine's one real node, held for this session's real-node tests (:func:`one_real_node`) and
+    given back, with the control plane that runs it, after the last of them that runs in a row
+    (:func:`pytest_runtest_teardown`), not at the session's end: a document's ``--real-node`` block on
+    the other worker waits only for the real-node tests. A later test that asks again takes it again."""
+    with one_real_node(who="the real-node tests", lock_path=REAL_NODE_LOCK):
         yield
+
+
+def _holds_real_node(item: pytest.Item | None) -> bool:
+    return item is not None and "real_node_slot" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last real-node test in a row (the next test, if any, does not hold the node) and its
+    module's teardown: finish ``real_node_slot`` now, which finishes what depends on it first
+    (``realnode_controlplane``: the control plane and its node stop), then frees the lock."""
+    result = yield
+    if _holds_real_node(item) and not _holds_real_node(nextitem):
+        request, info = (
+            getattr(item, "_request", None),
+            getattr(item, "_fixtureinfo", None),
+        )  # a pytest.Function
+        for fixturedef in info.name2fixturedefs.get("real_node_slot", ()) if info is not None else ():
+            fixturedef.finish(request)
+    return result
 
 
 @pytest.fixture(scope="session")
