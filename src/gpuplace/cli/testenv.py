@@ -8,10 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuplace.cli.base import Command, HelpFormatter
+from gpuplace.jobs.config import DEFAULT_FLEET
 
 STATE_DIR_HELP = "where its state lives (default: $GPUPLACE_TESTENV_DIR or ~/.local/state/gpuplace/testenv)"
-
-DEFAULT_FLEET = "mixed-a100-h100-l4"
 
 
 class TestenvCommand(Command):
