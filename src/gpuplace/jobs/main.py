@@ -43,6 +43,8 @@ from gpuplace.types.loadtest import LatencyReport
 from gpuplace.units import ms
 
 RUNNER_LOG = "runner.log"  # in the run directory: the runner's and the tasks' own output
+
+
 @dataclass(frozen=True, slots=True)
 class MainJobResult:
     config: MainJobConfig
