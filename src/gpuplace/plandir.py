@@ -56,8 +56,12 @@ class PlanDir:
 
     def alternative(self, form: str) -> tuple[Mapping[str, Any], ...]:
         """The objects of form ``form`` (``alternatives/<form>.yaml``), checked like the manifests."""
+        if form == MANIFESTS_FORM:  # one file per object, in manifests/
+            raise InvalidInput(
+                "form", form, "is the plan's own manifests, not an alternative", "Read PlanDir.manifests"
+            )
         path = self.form_path(form)
-        if form == MANIFESTS_FORM or not path.is_file():
+        if not path.is_file():
             raise InvalidInput(
                 "form", form, f"was not emitted ({path} missing)", f"Re-plan with --emit {form}"
             )

@@ -225,6 +225,10 @@ def test_gpuplace_plan_writes_the_planners_multi_node_replica_as_a_leader_worker
     default = read_plan_dir(tmp_path / "default")
     assert default.forms == ("lws",) and default.manifests == ()
     assert default.alternative("lws") == written.alternative("lws")
+    with pytest.raises(InvalidInput, match=r"Read PlanDir\.manifests"):  # not "was not emitted"
+        default.alternative("manifests")
+    with pytest.raises(InvalidInput, match="was not emitted"):
+        default.alternative("kserve")
     notes = "\n".join(default.plan.notes)
     assert "form manifests left out" in notes and "the default forms for it: lws" in notes
     assert "the kubeflow path (kfp/) runs a replica as one pod" in notes

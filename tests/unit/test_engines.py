@@ -78,7 +78,8 @@ def test_each_engine_is_registered_once_with_a_referee_that_exists() -> None:
     assert LOCAL_ENGINE is TRANSFORMERS and TRANSFORMERS.runs_here and not TRANSFORMERS.serves_in_task_pod
     for engine in ENGINES.values():
         assert (REPO / engine.referee).is_file(), engine.referee
-    assert VLLM.image.endswith(f":v{VLLM.version}")
+    # the image is the release the engine parameters record, spelled once: its version
+    assert VLLM.image == "vllm/vllm-openai:v" + VLLM.version and TRANSFORMERS.image == ""
 
 
 def test_a_pods_command_names_its_engine() -> None:

@@ -31,3 +31,29 @@ def test_all_failed_run_writes_standard_json(tmp_path: Path) -> None:
     assert read_records(tmp_path / "records.jsonl") == failed
     assert read_records(tmp_path / "records.parquet") == failed
     assert read_prediction(tmp_path) == prediction
+
+
+def test_the_report_is_read_without_its_prediction(tmp_path: Path) -> None:
+    """``read_report`` reads the report only: a broken prediction block beside it is refused where the
+    prediction is read, not where only the report is wanted."""
+    import pytest
+
+    from gpuplace.errors import InvalidInput
+    from gpuplace.loadtest.io import read_report_and_prediction
+
+    done = [
+        RequestResult(index=0, scheduled_s=0.0, start_s=0.0, prompt_tokens=8, max_tokens=4, success=False)
+    ]
+    report = summarize(done, duration_s=1.0)
+    write_outputs(
+        tmp_path, done, report, PredictedVsMeasured.of(predicted((0.05, 0.1), (0.01, 0.02)), report)
+    )
+    data = json.loads((tmp_path / "report.json").read_text())
+    data["prediction"] = {"not": "a prediction"}
+    (tmp_path / "report.json").write_text(json.dumps(data))
+    assert read_report(tmp_path).failed == 1
+    with pytest.raises(InvalidInput, match=r"report=.*is not a valid report\.json"):
+        read_report_and_prediction(tmp_path)
+    (tmp_path / "report.json").write_text("{")
+    with pytest.raises(InvalidInput, match="is not JSON"):
+        read_report(tmp_path)

@@ -34,20 +34,25 @@ def task_folders(pipeline_spec: Any, outputs: Path) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = defaultdict(list)
     components = pipeline_spec.components
 
+    def inner(name: str, dag: Any) -> Any:
+        """The task's own DAG (a loop or an exit handler), None for a component's task."""
+        component = components[dag.tasks[name].component_ref.name]
+        return component.dag if component.HasField("dag") else None
+
     def walk(dag: Any, bases: list[Path]) -> None:
-        for name in sorted(dag.tasks):
-            task = dag.tasks[name]
-            component = components[task.component_ref.name]
-            if component.HasField("dag"):  # a loop runs under its iterations; an exit handler in place
-                looped = task.HasField("parameter_iterator")
-                runs = [b / f"{name}-iteration-{i}" for b in bases for i in _iterations(b, name)]
-                walk(component.dag, runs if looped else bases)
-            else:
+        # a level's own tasks before the DAGs inside it, so each component's folders come in run order
+        for name in sorted(dag.tasks, key=lambda n: (inner(n, dag) is not None, n)):
+            task, sub = dag.tasks[name], inner(name, dag)
+            if sub is None:
                 key = task.component_ref.name.removeprefix("comp-")
                 found[key] += [b / name for b in bases if (b / name).is_dir()]
+            elif task.HasField("parameter_iterator"):  # a loop runs under its iterations, by number
+                walk(sub, [b / f"{name}-iteration-{i}" for b in bases for i in _iterations(b, name)])
+            else:  # an exit handler's tasks sit beside the others
+                walk(sub, bases)
 
     walk(pipeline_spec.root.dag, [outputs])
-    return {k: sorted(v, key=_run_order) for k, v in found.items()}
+    return dict(found)
 
 
 def _iterations(base: Path, loop: str) -> list[int]:
@@ -58,12 +63,6 @@ def _iterations(base: Path, loop: str) -> list[int]:
     return out
 
 
-def _run_order(folder: Path) -> tuple[int, int]:
-    """Top-level first, then by iteration number."""
-    loop = re.search(r"-iteration-(\d+)$", folder.parent.name)
-    return (1, int(loop.group(1))) if loop else (0, 0)
-
-
 @dataclass(frozen=True, slots=True)
 class PathRun:
     """One run of one orchestration path: its deployment record and its load test (None: not written)."""
@@ -71,7 +70,6 @@ class PathRun:
     label: str  # "native", "kubeflow", or with repeated runs "native #2"
     record: DeploymentRecord | None
     report: LatencyReport | None
-    report_file: Path | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +129,6 @@ def read_run(pipeline_spec: Any, outputs: Path) -> RunOutputs:
                     f"{path} #{i + 1}" if n > 1 else path,
                     deps[i] if i < len(deps) else None,
                     read[i][0] if i < len(read) else None,
-                    reps[i] if i < len(reps) else None,
                 )
             )
     plans = output(plan_placement, "plan")

@@ -7,8 +7,10 @@ The one module that writes and reads them; the comparison and the tracker read t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.summary import format_markdown
@@ -93,8 +95,10 @@ def read_records(path: str | Path) -> list[RequestResult]:
 
 
 def read_report(path: str | Path, field: str = "report") -> LatencyReport:
-    """``report.json`` of a load test, given as the file or its output directory."""
-    return read_report_and_prediction(path, field)[0]
+    """``report.json`` of a load test, given as the file or its output directory (its prediction not read)."""
+    p, data = _load_json(path, field)
+    with _invalid_report(field, p):
+        return LatencyReport.from_json_dict(data)
 
 
 def read_prediction(path: str | Path, field: str = "report") -> PredictedVsMeasured | None:
@@ -109,19 +113,33 @@ def read_report_and_prediction(
 ) -> tuple[LatencyReport, PredictedVsMeasured | None]:
     """A ``report.json`` read once: the load test's report and the prediction beside it
     (:func:`read_report`, :func:`read_prediction`)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / REPORT_FILE
-    try:
-        data = json.loads(p.read_text())
+    p, data = _load_json(path, field)
+    with _invalid_report(field, p):
         report = LatencyReport.from_json_dict(data)
         if data.get("prediction"):
             return report, PredictedVsMeasured.from_json_dict(data["prediction"])
         rows = data.get("predicted_vs_measured") or {}
         return report, (PredictedVsMeasured.from_rows(rows, report) if rows else None)
+
+
+def _load_json(path: str | Path, field: str) -> tuple[Path, Any]:
+    """The parsed ``report.json`` (given as the file or its folder), a missing or broken file refused by
+    ``field``."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / REPORT_FILE
+    try:
+        return p, json.loads(p.read_text())
     except (FileNotFoundError, IsADirectoryError):
         raise InvalidInput(field, str(p), "no such file", "Give a gpuplace loadtest --out") from None
     except json.JSONDecodeError as e:
         raise InvalidInput(field, str(p), f"is not JSON ({e.msg} at line {e.lineno})", "") from None
+
+
+@contextmanager
+def _invalid_report(field: str, p: Path) -> Iterator[None]:
+    """A parsed file that is not a report (or a prediction) refused by ``field``."""
+    try:
+        yield
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise InvalidInput(field, str(p), f"is not a valid report.json ({e})", "") from None

@@ -33,9 +33,14 @@ class Engine:
     target: str  # CLUSTER or LOCAL: the plans gpuplace makes for it
     command: tuple[str, ...]  # the server's entry point in a container; () when gpuplace starts it itself
     version: str  # the release whose defaults the engine parameters record; "" for the installed one
-    image: str  # that release's upstream image; "" when it runs in gpuplace's own images (images.py)
+    repository: str  # its upstream image's repository, tagged v<version>; "" for gpuplace's own images
     process_word: bytes  # a part of a live server's command line that names the engine
     referee: str  # the test that checks gpuplace's flags against the engine's own argument parser
+
+    @property
+    def image(self) -> str:
+        """That release's upstream image; "" when it runs in gpuplace's own images (images.py)."""
+        return f"{self.repository}:v{self.version}" if self.repository else ""
 
     @property
     def runs_here(self) -> bool:
@@ -61,7 +66,7 @@ VLLM = Engine(
     # the release the cluster manifests run (vllm/vllm-openai:v<this>) and whose defaults the engine
     # parameters record; tests/referee/test_vllm_args.py checks both against the installed package
     version="0.33.0",
-    image="vllm/vllm-openai:v0.33.0",
+    repository="vllm/vllm-openai",
     process_word=b"vllm",
     referee="tests/referee/test_vllm_args.py",
 )
@@ -71,7 +76,7 @@ TRANSFORMERS = Engine(
     target=LOCAL,
     command=(),  # gpuplace's serve script (manifests.local) or this interpreter (serving.runtime)
     version="",
-    image="",
+    repository="",
     process_word=b"transformers",
     referee="tests/integration/test_serving_local.py",  # the real `transformers serve`, gpuplace's args
 )
