@@ -12,16 +12,16 @@ def profile_and_plan(
     model: str,
     profile_device: str,
     batch_sizes: str,
-    prompt_tokens: str,
-    output_tokens: str,
+    profile_prompt_tokens: str,
+    profile_output_tokens: str,
     profile_mode: str,
     accelerator_type: str,
     inventory: str,
     slo_tpot_ms: float,
     slo_ttft_ms: float,
     rate: float,
-    traffic_prompt_tokens: str,
-    traffic_output_tokens: str,
+    prompt_tokens: str,
+    output_tokens: str,
     trace: str = "",
     measure_engine_steps: bool = False,
     measure_operators: bool = False,
@@ -29,7 +29,8 @@ def profile_and_plan(
 ) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
     """Add the profile, inventory and plan tasks to the current pipeline; returns (profile, plan).
 
-    The plan is made for the traffic the load test then sends (``traffic_*``, ``trace``); with
+    The plan is made for the traffic the load test then sends (``prompt_tokens``, ``output_tokens``,
+    ``trace``; the profile's own lengths are ``profile_*``); with
     ``inventory`` ``local`` it is a plan of the task's machine, predicted with the local engine's step
     time that the profile task measures when ``measure_engine_steps`` is set. With ``measure_operators`` the
     profile task times the model's kernels on its GPU and the plan prices that GPU class with them (the
@@ -40,8 +41,8 @@ def profile_and_plan(
         model=model,
         device=profile_device,
         batch_sizes=batch_sizes,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
+        prompt_tokens=profile_prompt_tokens,
+        output_tokens=profile_output_tokens,
         mode=profile_mode,
         measure_engine_steps=measure_engine_steps,
         measure_operators=measure_operators,
@@ -57,8 +58,8 @@ def profile_and_plan(
         slo_tpot_ms=slo_tpot_ms,
         slo_ttft_ms=slo_ttft_ms,
         rate=rate,
-        prompt_tokens=traffic_prompt_tokens,
-        output_tokens=traffic_output_tokens,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
         trace=trace,
         image=image,
     ).set_display_name("plan placement")

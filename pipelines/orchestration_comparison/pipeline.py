@@ -30,8 +30,10 @@ from gpuplace.components.images import SERVING_IMAGE
 from gpuplace.components.reporting.compare_paths import compare_paths
 from gpuplace.components.serving.deploy_inference import deploy_inference
 from gpuplace.components.serving.teardown_inference import teardown_inference
-from gpuplace.labels import GPU_RESOURCE
 from gpuplace.pipelines.common import profile_and_plan
+from gpuplace.steps.run_params import pipeline_defaults
+
+D = pipeline_defaults("orchestration_comparison")  # the run table's defaults (gpuplace.steps.run_params)
 
 
 @dsl.pipeline(
@@ -39,37 +41,38 @@ from gpuplace.pipelines.common import profile_and_plan
     description="Serve one placement plan natively and through Kubeflow, load-test both, and compare them.",
 )
 def pipeline(
-    model: str = "llama-3.1-8b",
-    profile_device: str = "auto",
-    batch_sizes: str = "1,8",
-    prompt_tokens: str = "1024",
-    output_tokens: str = "128",
-    accelerator_type: str = GPU_RESOURCE,
-    inventory: str = "cluster",
-    slo_tpot_ms: float = 50.0,
-    slo_ttft_ms: float = 2000.0,
-    rate: float = 5.0,
-    native_target: str = "kubernetes",
-    namespace: str = "default",
-    kubeconfig: str = "",
-    rollout_timeout_s: float = 600.0,
-    serving_runtime: str = "auto",
-    gpu_api: str = "auto",
-    kubeflow_backend: str = "kfp",
-    allow_misplacement: bool = False,
-    traffic_prompt_tokens: str = "512",
-    traffic_output_tokens: str = "128",
-    loadtest_max_requests: int = 200,
-    repeats: int = 3,
-    measure_engine_steps: bool = False,
-    measure_operators: bool = False,
-    weights: str = "",
-    penalty_usd_per_breach: float = 0.0,
-    engineering_weeks: float = 0.0,
-    rate_usd_per_week: float = 0.0,
-    log_to_mlflow: bool = True,
-    mlflow_uri: str = "",
-    mlflow_experiment: str = "gpuplace",
+    model: str = D.model,
+    profile_device: str = D.profile_device,
+    batch_sizes: str = D.batch_sizes,
+    profile_prompt_tokens: str = D.profile_prompt_tokens,
+    profile_output_tokens: str = D.profile_output_tokens,
+    accelerator_type: str = D.accelerator_type,
+    inventory: str = D.inventory,
+    slo_tpot_ms: float = D.slo_tpot_ms,
+    slo_ttft_ms: float = D.slo_ttft_ms,
+    rate: float = D.rate,
+    prompt_tokens: str = D.prompt_tokens,
+    output_tokens: str = D.output_tokens,
+    trace: str = D.trace,
+    target: str = D.target,
+    namespace: str = D.namespace,
+    kubeconfig: str = D.kubeconfig,
+    runtime: str = D.runtime,
+    timeout_s: float = D.timeout_s,
+    gpu_api: str = D.gpu_api,
+    kubeflow_backend: str = D.kubeflow_backend,
+    allow_misplacement: bool = D.allow_misplacement,
+    max_requests: int = D.max_requests,
+    repeats: int = D.repeats,
+    measure_engine_steps: bool = D.measure_engine_steps,
+    measure_operators: bool = D.measure_operators,
+    weights: str = D.weights,
+    penalty_usd_per_breach: float = D.penalty_usd_per_breach,
+    engineering_weeks: float = D.engineering_weeks,
+    rate_usd_per_week: float = D.rate_usd_per_week,
+    log_to_mlflow: bool = D.log_to_mlflow,
+    mlflow_uri: str = D.mlflow_uri,
+    mlflow_experiment: str = D.mlflow_experiment,
 ) -> None:
     """Serve one plan natively and through Kubeflow, load-test both, and compare them.
 
@@ -77,8 +80,8 @@ def pipeline(
         model: Model preset (gpuplace catalog models), or a config.json / model directory in the image.
         profile_device: Device of the profiling task: auto, cpu, cuda, cuda:N.
         batch_sizes: Batch sizes to profile, comma-separated.
-        prompt_tokens: Prompt lengths to profile, comma-separated.
-        output_tokens: Output lengths to profile, comma-separated.
+        profile_prompt_tokens: Prompt lengths to profile, comma-separated.
+        profile_output_tokens: Output lengths to profile, comma-separated.
         accelerator_type: Resource name of the GPU the profiling task requests (the Kubeflow serving task's
             comes from the plan).
         inventory: Fleet source: cluster, a bundled fleet name, a fleet YAML, an Alibaba node CSV, or local
@@ -87,20 +90,22 @@ def pipeline(
         slo_tpot_ms: p99 time per output token the placement must meet.
         slo_ttft_ms: p99 time to first token the placement must meet.
         rate: Target request rate (req/s) for the plan and both load tests.
-        native_target: kubernetes (apply the plan's manifests) or local (a server on the task's machine).
+        prompt_tokens: Prompt length of the traffic the plan is made for and both load tests send
+            (N, uniform:A:B, normal:M:S).
+        output_tokens: Output length of that traffic.
+        trace: Azure-format trace CSV: the plan is made for its length mix and both load tests replay it.
+        target: kubernetes (apply the plan's manifests) or local (a server on the task's machine).
         namespace: Namespace of the native deployment.
         kubeconfig: Kubeconfig path for the native deploy/teardown; empty = in-cluster.
-        serving_runtime: What serves the deployed pods: auto (the KWOK stand-in on a gpuplace testenv, else
+        runtime: What serves the deployed pods: auto (the KWOK stand-in on a gpuplace testenv, else
             kubelet), kubelet, standin or none (provisioning is then unknown).
-        rollout_timeout_s: Deadline of the native rollout.
+        timeout_s: Deadline of the native rollout and of the Kubeflow task's server.
         gpu_api: How the native path's pods get GPUs: auto, dra (placement measured per GPU) or device-plugin.
         kubeflow_backend: Where the Kubeflow path's task serves: kfp (its own pod, in a KFP run), local (the
             local engine, as a local native target) or testenv (a gpuplace testenv: its pod created as KFP's
             driver would).
         allow_misplacement: Keep going when a path's pods are not where the plan put them (default: fail).
-        traffic_prompt_tokens: Prompt length of the traffic the plan is made for and both load tests send.
-        traffic_output_tokens: Output length of that traffic.
-        loadtest_max_requests: Requests each load test sends (Poisson arrivals at `rate`).
+        max_requests: Requests each load test sends (Poisson arrivals at `rate`).
         repeats: How many times each path is deployed and load-tested (1–20), the paths' runs interleaved;
             the verdict's interval comes from the runs (a linear drift over them removed), and fewer than 3
             name no winner.
@@ -120,16 +125,17 @@ def pipeline(
         model=model,
         profile_device=profile_device,
         batch_sizes=batch_sizes,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
+        profile_prompt_tokens=profile_prompt_tokens,
+        profile_output_tokens=profile_output_tokens,
         profile_mode="eager",
         accelerator_type=accelerator_type,
         inventory=inventory,
         slo_tpot_ms=slo_tpot_ms,
         slo_ttft_ms=slo_ttft_ms,
         rate=rate,
-        traffic_prompt_tokens=traffic_prompt_tokens,
-        traffic_output_tokens=traffic_output_tokens,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        trace=trace,
         measure_engine_steps=measure_engine_steps,
         measure_operators=measure_operators,
         image=SERVING_IMAGE,
@@ -138,13 +144,14 @@ def pipeline(
     # Both paths are measured with the same workload against the same plan (whose SLO judges both).
     workload = dict(
         plan=plan.outputs["plan"],
-        prompt_tokens=traffic_prompt_tokens,
-        output_tokens=traffic_output_tokens,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        trace=trace,
         rate=rate,
-        max_requests=loadtest_max_requests,
+        max_requests=max_requests,
     )
     teardown = teardown_inference(
-        target=native_target,
+        target=target,
         namespace=namespace,
         kubeconfig=kubeconfig,
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
@@ -161,7 +168,7 @@ def pipeline(
                 namespace=namespace,
                 run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 allow_misplacement=allow_misplacement,
-                startup_timeout_s=rollout_timeout_s,
+                startup_timeout_s=timeout_s,
             ).set_display_name("kubeflow path: serve + load test")
             kubeflow.after(runs)  # kfp 2.17 does not make the loop wait for the task its items come from
             kubernetes.add_node_affinity_json(kubeflow, plan.outputs["node_affinity"])
@@ -176,12 +183,12 @@ def pipeline(
             kubernetes.use_field_path_as_env(kubeflow, "POD_NAMESPACE", "metadata.namespace")
             native = deploy_inference(
                 plan=plan.outputs["plan"],
-                target=native_target,
+                target=target,
                 namespace=namespace,
                 kubeconfig=kubeconfig,
                 run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-                timeout_s=rollout_timeout_s,
-                runtime=serving_runtime,
+                timeout_s=timeout_s,
+                runtime=runtime,
                 gpu_api=gpu_api,
                 allow_misplacement=allow_misplacement,
                 path="native",
@@ -195,7 +202,7 @@ def pipeline(
             teardown_inference(
                 plan=plan.outputs["plan"],
                 deployment=native.outputs["deployment"],
-                target=native_target,
+                target=target,
                 namespace=namespace,
                 kubeconfig=kubeconfig,
             ).set_display_name("native path: teardown").after(native_lt)

@@ -33,6 +33,7 @@ def _subparser(name: str) -> argparse.ArgumentParser:
 
 def _tables() -> list[tuple[str, Callable[..., Any], tuple[Param, ...], str]]:
     from gpuplace.components.benchmarking.load_test import load_test
+    from gpuplace.components.benchmarking.repeat_runs import repeat_runs
     from gpuplace.components.benchmarking.serve_and_load_test import serve_and_load_test
     from gpuplace.components.placement.discover_inventory import discover_inventory
     from gpuplace.components.placement.plan_placement import plan_placement
@@ -42,6 +43,7 @@ def _tables() -> list[tuple[str, Callable[..., Any], tuple[Param, ...], str]]:
     from gpuplace.components.serving.deploy_inference import deploy_inference
     from gpuplace.components.serving.teardown_inference import teardown_inference
     from gpuplace.steps.compare import PARAMS as COMPARE
+    from gpuplace.steps.compare import REPEAT_RUNS
     from gpuplace.steps.deploy import PARAMS as DEPLOY
     from gpuplace.steps.inventory import PARAMS as INVENTORY
     from gpuplace.steps.loadtest import PARAMS as LOADTEST
@@ -61,12 +63,13 @@ def _tables() -> list[tuple[str, Callable[..., Any], tuple[Param, ...], str]]:
         ("track", track_run.python_func, TRACK, ""),  # no CLI: gpuplace compare --mlflow tracks
         ("load test", load_test.python_func, LOADTEST, ""),  # its CLI flags: test_loadtest_flags_* below
         ("serve and load test", serve_and_load_test.python_func, SERVE_AND_LOAD_TEST, ""),  # no CLI
+        ("repeat runs", repeat_runs.python_func, REPEAT_RUNS, ""),  # gpuplace run --compare --repeats
     ]
 
 
 STEPS = [
     "profile", "plan", "compare", "deploy", "teardown", "inventory", "track", "load test",
-    "serve and load test",
+    "serve and load test", "repeat runs",
 ]  # fmt: skip
 COMMANDS = ["profile", "plan", "compare", "deploy", "teardown", "inventory"]
 

@@ -11,11 +11,12 @@ from gpuplace.components.images import COMPONENTS_IMAGE
 
 
 @dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
-def repeat_runs(repeats: int = 1) -> list:
+def repeat_runs(repeats: int = 3) -> list:
     """The run numbers 1..repeats, one loop item per repeated run of both paths.
 
     Args:
-        repeats: How many times each path is deployed and load-tested with the same workload (1–20).
+        repeats: How many times each path is deployed and load-tested with the same workload
+            (1–20); fewer than 3 name no winner.
     """
     from gpuplace.steps.compare import repeat_runs as runs
 

@@ -38,18 +38,11 @@ class RunCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         from gpuplace.jobs.config import DEFAULT_FLEET, MainJobConfig
+        from gpuplace.params import add_flags
+        from gpuplace.steps.run_params import run_flags
 
-        d = MainJobConfig()  # the defaults, written once there
+        d = MainJobConfig()  # the run's own defaults; the pipeline parameters' come from the run table
         p.add_argument("--workdir", default=str(d.workdir), help="where run directories go")
-        p.add_argument(
-            "--model", default=d.model, help="model preset (default: tiny on a CPU, llama-3.1-8b on a GPU)"
-        )
-        p.add_argument("--device", default=d.device, help="profiling device: auto, cpu, cuda, cuda:N")
-        p.add_argument(
-            "--inventory",
-            default=d.inventory,
-            help="what to plan on (default: local, this machine, for the local target; else --fleet)",
-        )
         p.add_argument(
             "--fleet",
             default=d.fleet,
@@ -58,52 +51,13 @@ class RunCommand(Command):
             "match the cluster (default: the cluster's own nodes)",
         )
         p.add_argument(
-            "--slo-tpot-ms", type=float, default=d.slo_tpot_ms, help="p99 time per output token target, ms"
-        )
-        p.add_argument(
-            "--slo-ttft-ms", type=float, default=d.slo_ttft_ms, help="p99 time to first token target, ms"
-        )
-        p.add_argument(
-            "--rate", type=float, default=d.rate, help="target and load-test request rate, requests/s"
-        )
-        p.add_argument(
-            "--prompt-tokens",
-            default=d.prompt_tokens,
-            help="prompt length of the planned and sent traffic: N, uniform:LO:HI or normal:MEAN:STD",
-        )
-        p.add_argument("--output-tokens", default=d.output_tokens, help="output length, same forms")
-        p.add_argument(
-            "--max-requests", type=int, default=d.max_requests, help="requests the load test sends"
-        )
-        p.add_argument(
-            "--trace", default=d.trace, help="Azure-format trace CSV to replay instead of synthetic load"
-        )
-        p.add_argument(
             "--compare", action="store_true", help="run orchestration_comparison (native vs Kubeflow)"
         )
-        p.add_argument(
-            "--repeats",
-            type=int,
-            default=d.repeats,
-            help="with --compare: deploy and load-test each path N times, the paths' runs interleaved "
-            "(kubeflow, native, kubeflow, ...); the verdict's interval comes from the runs, a linear drift "
-            f"of the machine over them removed, and fewer than 3 cannot name a winner (default {d.repeats})",
-        )
-        p.add_argument("--target", default=d.target, choices=["local", "kubernetes"], help="serving target")
-        p.add_argument("--kubeconfig", default=d.kubeconfig, help="the cluster for --target kubernetes")
-        p.add_argument("--namespace", default=d.namespace, help="namespace for --target kubernetes")
-        p.add_argument(
-            "--runtime",
-            choices=("auto", "kubelet", "standin", "none"),
-            default=d.runtime,
-            help="what serves the pods with --target kubernetes (gpuplace deploy --runtime)",
-        )
-        p.add_argument(
-            "--mlflow-uri",
-            default=d.mlflow_uri,
-            help="MLflow server (default: $MLFLOW_TRACKING_URI, else a local store)",
-        )
         p.add_argument("--verbose", action="store_true", help="show the runner's and the tasks' own logs")
+        add_flags(
+            p.add_argument_group("pipeline parameters (the run table, gpuplace.steps.run_params)"),
+            run_flags(),
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from gpuplace.jobs.main import PipelineFailed, format_summary, run_main_job

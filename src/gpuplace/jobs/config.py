@@ -1,37 +1,41 @@
-"""The main job's configuration (``gpuplace run``): one field per flag, the only place their defaults are
-written. Standard library only, so ``gpuplace run``'s flags are made from it without importing the job."""
+"""The main job's configuration (``gpuplace run``): one field per flag. The fields that are pipeline
+parameters take their names and defaults from the run table (:mod:`gpuplace.steps.run_params`), where
+each is written once; the run's own (``workdir``, ``fleet``, ``compare``, ``verbose``) are written here.
+Light to import, so ``gpuplace run``'s flags are made without importing the job."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuplace.steps.run_params import run_defaults
+
 DEFAULT_FLEET = "mixed-a100-h100-l4"  # the fleet a local run also plans, as a prediction for its GPUs
-# runs of each path with --compare, interleaved: the fewest a verdict names a winner from (compare.noise)
-DEFAULT_REPEATS = 3
+_RUN = run_defaults()
+DEFAULT_REPEATS: int = _RUN["repeats"]  # runs of each path with --compare, interleaved (compare.noise)
 
 
 @dataclass(frozen=True, slots=True)
 class MainJobConfig:
     workdir: Path = Path(".gpuplace/runs")
-    model: str = ""  # "" picks tiny on CPU, llama-3.1-8b on a GPU
-    device: str = "auto"
-    inventory: str = ""  # "" = local for the local target, else the fleet
+    model: str = _RUN["model"]  # "" picks tiny on CPU, llama-3.1-8b on a GPU
+    profile_device: str = _RUN["profile_device"]
+    inventory: str = _RUN["inventory"]  # "" = local for the local target, else the fleet
     # Also planned (a prediction for its GPUs) when inventory is local ("": DEFAULT_FLEET); with the
     # kubernetes target, what is planned on ("": the cluster's own nodes, gpuplace.jobs.cluster).
     fleet: str = ""
-    slo_tpot_ms: float = 50.0
-    slo_ttft_ms: float = 2000.0
-    rate: float = 2.0  # a quarter of tiny's local capacity on a slow day here (7-10 req/s, 2026-12-05)
-    prompt_tokens: str = "128"
-    output_tokens: str = "32"
-    max_requests: int = 120
-    trace: str = ""
+    slo_tpot_ms: float = _RUN["slo_tpot_ms"]
+    slo_ttft_ms: float = _RUN["slo_ttft_ms"]
+    rate: float = _RUN["rate"]
+    prompt_tokens: str = _RUN["prompt_tokens"]
+    output_tokens: str = _RUN["output_tokens"]
+    max_requests: int = _RUN["max_requests"]
+    trace: str = _RUN["trace"]
     compare: bool = False
     repeats: int = DEFAULT_REPEATS  # with compare: interleaved runs of each path
-    target: str = "local"  # or "kubernetes": deploy to the cluster of `kubeconfig`
-    kubeconfig: str = ""
-    namespace: str = "default"
-    runtime: str = "auto"  # what serves the pods on a cluster (docs/deploy.md#runtime)
-    mlflow_uri: str = ""  # "" = $MLFLOW_TRACKING_URI, else a local store in the run directory
+    target: str = _RUN["target"]  # or "kubernetes": deploy to the cluster of `kubeconfig`
+    kubeconfig: str = _RUN["kubeconfig"]
+    namespace: str = _RUN["namespace"]
+    runtime: str = _RUN["runtime"]  # what serves the pods on a cluster (docs/deploy.md#runtime)
+    mlflow_uri: str = _RUN["mlflow_uri"]  # "" = $MLFLOW_TRACKING_URI, else a local store in the run directory
     verbose: bool = False  # show the runner's and the tasks' own logs instead of one line per task

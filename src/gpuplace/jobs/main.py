@@ -35,6 +35,7 @@ from gpuplace.jobs.console import _ANSI, quiet_console
 from gpuplace.jobs.outputs import RunOutputs, format_partial, format_paths, read_run, require
 from gpuplace.plandir import PlanDir
 from gpuplace.steps.compare import repeat_runs
+from gpuplace.steps.run_params import ROWS
 from gpuplace.tracking.config import DEFAULT_WORKDIR, ui_command
 from gpuplace.types.compare import Comparison
 from gpuplace.types.fleet import LOCAL_INVENTORY, is_local_inventory
@@ -80,15 +81,15 @@ def default_model(device: str) -> str:
 
 def _profile_args(model: str) -> dict[str, str]:
     if model == "tiny":
-        return {"batch_sizes": "1,4", "prompt_tokens": "128", "output_tokens": "32"}
-    return {"batch_sizes": "1,8", "prompt_tokens": "1024", "output_tokens": "128"}
+        return {"batch_sizes": "1,4", "profile_prompt_tokens": "128", "profile_output_tokens": "32"}
+    return {}  # the pipelines' defaults (the run table's), for a GPU
 
 
 def run_main_job(config: MainJobConfig) -> MainJobResult:
     """Check the configuration (nothing runs on a bad one), make the run directory, run the pipeline
     through kfp's local runner in it, then read its outputs back (and plan the fleet, for a local run)."""
     kubeflow_backend = check_config(config)
-    model = config.model or default_model(config.device)
+    model = config.model or default_model(config.profile_device)
     if config.target == "local":
         config = replace(config, fleet=config.fleet or DEFAULT_FLEET)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -156,9 +157,10 @@ def pipeline_arguments(
 ) -> tuple[Any, dict[str, Any]]:
     """The pipeline function (``llm_placement``, or ``orchestration_comparison`` with ``compare``) and
     its arguments."""
+    # every value by its run-table name; the ones gpuplace run has no flag for are set here
     common: dict[str, Any] = dict(
         model=model,
-        profile_device=config.device,
+        profile_device=config.profile_device,
         inventory=inventory,
         measure_engine_steps=is_local_inventory(inventory),
         slo_tpot_ms=config.slo_tpot_ms,
@@ -166,10 +168,13 @@ def pipeline_arguments(
         rate=config.rate,
         namespace=config.namespace,
         kubeconfig=str(Path(config.kubeconfig).resolve()) if config.kubeconfig else "",
-        traffic_prompt_tokens=config.prompt_tokens,
-        traffic_output_tokens=config.output_tokens,
-        loadtest_max_requests=config.max_requests,
-        serving_runtime=config.runtime,
+        prompt_tokens=config.prompt_tokens,
+        output_tokens=config.output_tokens,
+        # the runner works in run_dir: a relative trace path is the caller's, resolve it here
+        trace=str(Path(config.trace).resolve()) if config.trace else "",
+        max_requests=config.max_requests,
+        runtime=config.runtime,
+        target=config.target,
         mlflow_uri=config.mlflow_uri,
         **_profile_args(model),
     )
@@ -178,20 +183,13 @@ def pipeline_arguments(
 
         return comparison, {
             **common,
-            "native_target": config.target,
             "kubeflow_backend": kubeflow_backend,
-            "penalty_usd_per_breach": 0.05,
+            "penalty_usd_per_breach": ROWS["penalty_usd_per_breach"].run_default,
             "repeats": config.repeats,
         }
     from gpuplace.pipelines.llm_placement.pipeline import pipeline as placement
 
-    return placement, {
-        **common,
-        "target": config.target,
-        # the runner works in run_dir: a relative trace path is the caller's, resolve it here
-        "trace": str(Path(config.trace).resolve()) if config.trace else "",
-        "mlflow_workdir": str(run_store(run_dir)),
-    }
+    return placement, {**common, "mlflow_workdir": str(run_store(run_dir))}
 
 
 def run_locally(pipeline: Any, arguments: dict[str, Any], run_dir: Path, *, verbose: bool) -> Path:

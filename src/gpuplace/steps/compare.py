@@ -121,6 +121,18 @@ MLFLOW: tuple[Param, ...] = (
     Param("system_metrics", bool, False, "log CPU (and GPU via NVML) usage", component=False),
 )
 PARAMS: tuple[Param, ...] = (*COMPARISON, *MLFLOW)
+# the repeat_runs component's: runs of each path, interleaved; the fewest a verdict names a winner from
+REPEAT_RUNS: tuple[Param, ...] = (
+    Param(
+        "repeats",
+        int,
+        3,
+        "deploy and load-test each path N times, the paths' runs interleaved (kubeflow, native, kubeflow, "
+        "...); the verdict's interval comes from the runs, a linear drift of the machine over them removed, "
+        "and fewer than 3 cannot name a winner",
+        cli=False,
+    ),
+)
 _DEFAULTS = defaults(PARAMS)
 
 

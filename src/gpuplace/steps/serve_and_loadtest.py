@@ -156,13 +156,10 @@ def run_serve_and_load_test_step(
     if backend == "testenv":
         package = str(compiled_package("orchestration_comparison"))
     # this task's inputs by the pipeline's parameter names, for the task pod's executor input
+    # (the run table's: the same names, but the backend, gpuplace.steps.run_params)
     pipeline_args = {
-        "traffic_prompt_tokens": p["prompt_tokens"],
-        "traffic_output_tokens": p["output_tokens"],
-        "loadtest_max_requests": p["max_requests"],
-        "rate": p["rate"],
-        "namespace": p["namespace"],
-        "kubeconfig": p["kubeconfig"],
+        **{n: p[n] for n in ("prompt_tokens", "output_tokens", "trace", "max_requests", "rate")},
+        **{n: p[n] for n in ("namespace", "kubeconfig")},
         "kubeflow_backend": backend,
     }
     result = serve_and_load_test(
