@@ -86,3 +86,26 @@ def test_description_says_shape_predicted_measured_and_verdict() -> None:
 def test_loadtest_params_leave_out_the_tokenizer() -> None:
     report = replace(latency_report([0.1], [0.01]), workload={"rate_rps": 2.0, "tokenizer": "/x", "seed": 0})
     assert loadtest_params(report) == {"loadtest_rate_rps": "2.0", "loadtest_seed": "0"}
+
+
+def test_the_parent_run_logs_each_slo_bound_once_in_milliseconds() -> None:
+    """A comparison's parent run also gets the pipeline's params: the SLO is logged there once, in
+    milliseconds (the plan's, else the comparison's), not again in seconds by the comparison (issue 34)."""
+    from gpuplace.compare import compare_paths
+    from gpuplace.compare.metrics import PathResult
+    from gpuplace.tracking.naming import comparison_params
+    from gpuplace.types.plan import Slo
+    from tests.unit.test_compare import _deployment
+
+    plan = sample_plan(nodes=("a",), gpus=1)
+    results = [
+        PathResult("native", _deployment([5.0]), latency_report([0.1] * 4, [0.01] * 4)),
+        PathResult("kubeflow", _deployment([8.0]), latency_report([0.2] * 4, [0.02] * 4)),
+    ]
+    comparison = comparison_params(compare_paths(results, plan=plan, penalty_usd_per_breach=1.0))
+    assert not [k for k in comparison if not k.startswith("weight.") and ("slo" in k or "_p99" in k)]
+    assert "rate_rps" not in comparison
+    pipeline = pipeline_params(plan, "", slo=Slo(tpot_p99_s=0.5))  # the plan's wins
+    assert (pipeline["slo_tpot_p99_ms"], pipeline["slo_ttft_p99_ms"]) == ("50", "2000")
+    alone = pipeline_params(None, "", slo=Slo(tpot_p99_s=0.035))
+    assert (alone["slo_tpot_p99_ms"], alone["slo_ttft_p99_ms"], alone["rate_rps"]) == ("35", "none", "none")

@@ -19,7 +19,7 @@ from gpuplace.tracking.config import TrackingConfig
 from gpuplace.types import LatencyProfile, PointResult
 from gpuplace.types.compare import Comparison, PathMetrics
 from gpuplace.types.latency import CHECKED_PERCENTILES, METRICS
-from gpuplace.types.plan import Candidate, PlacementPlan
+from gpuplace.types.plan import Candidate, PlacementPlan, Slo
 from gpuplace.units import to_ms
 
 KINDS: tuple[str, ...] = ("pipeline", "step", "path", "sweep_point")
@@ -214,11 +214,24 @@ def comparison_metric_dict(c: Comparison) -> dict[str, float]:
     return finite(out)
 
 
+def slo_params(slo: Slo) -> dict[str, str]:
+    """The SLO as MLflow params, the one spelling (milliseconds) every run that logs it uses."""
+    return {
+        "slo_ttft_p99_ms": _slo_ms(slo.ttft_p99_s),
+        "slo_tpot_p99_ms": _slo_ms(slo.tpot_p99_s),
+        "rate_rps": f"{slo.rate_rps:g}" if slo.rate_rps is not None else "none",
+    }
+
+
+def _slo_ms(seconds: float | None) -> str:
+    return "none" if seconds is None else f"{to_ms(seconds):g}"
+
+
 def comparison_params(c: Comparison) -> dict[str, str]:
     params = {f"weight.{k}": f"{v:g}" for k, v in c.score.weights.items()}
     params["penalty_usd_per_breach"] = f"{c.penalty_usd_per_breach:g}"
     params.update({f"runs.{p}": str(n) for p, n in c.score.runs.items()})  # load tests pooled per path
-    params.update({f"slo.{k}": f"{v:g}" for k, v in c.slo.to_json_dict().items() if v is not None})
+    # no SLO here: the parent logs the plan's (else this comparison's) once, in ms (review.pipeline_params)
     for name, scores in c.assessed.items():
         params.update({f"assessed.{name}.{p}": f"{v:g}" for p, v in scores.items()})
     if c.roi is not None:

@@ -122,7 +122,8 @@ def log_pipeline_run(tracker: Tracker, bundle: RunBundle) -> str:
     with tracker.run(
         bundle.name, "pipeline", tags=tags, kfp_run_id=bundle.kfp_run_id, span=span.get("pipeline")
     ) as parent:
-        tracker.log(parent, params=pipeline_params(plan, bundle.kfp_run_id, workload))
+        comparison_slo = bundle.comparison.slo if bundle.comparison is not None else None
+        tracker.log(parent, params=pipeline_params(plan, bundle.kfp_run_id, workload, comparison_slo))
         if bundle.profile_file is not None and profile is not None:
             _log_profile(tracker, parent, bundle.profile_file, profile, bundle.sweep_point_runs, tags, span)
         if plan is not None:

@@ -18,11 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuplace import __version__
+from gpuplace.tracking.naming import slo_params
 from gpuplace.types import DeploymentRecord, LatencyProfile
 from gpuplace.types.compare import Comparison, PathMetrics
 from gpuplace.types.loadtest import LatencyReport
-from gpuplace.types.plan import PlacementPlan
-from gpuplace.units import ms, to_ms
+from gpuplace.types.plan import PlacementPlan, Slo
+from gpuplace.units import ms
 
 Span = tuple[float, float]  # epoch seconds
 
@@ -78,10 +79,16 @@ def spans(profile: LatencyProfile | None, paths: Sequence[PathRecords]) -> dict[
 
 
 def pipeline_params(
-    plan: PlacementPlan | None, kfp_run_id: str, workload: Mapping[str, object] | None = None
+    plan: PlacementPlan | None,
+    kfp_run_id: str,
+    workload: Mapping[str, object] | None = None,
+    slo: Slo | None = None,
 ) -> dict[str, str]:
-    """The pipeline run's inputs as MLflow params (strings; a value not known is left out)."""
+    """The pipeline run's inputs as MLflow params (strings; a value not known is left out). The SLO is the
+    plan's, else ``slo`` (a comparison's): one spelling, in milliseconds, logged once."""
     out = {"gpuplace_version": __version__, "kfp_run_id": kfp_run_id or "none (not run by KFP)"}
+    if plan is None and slo is not None:
+        out.update(slo_params(slo))
     if plan is not None:
         slo, traffic, chosen = plan.slo, plan.traffic, plan.chosen
         out.update(
@@ -89,9 +96,7 @@ def pipeline_params(
                 "model": plan.model,
                 "inventory": plan.inventory_source or "unknown",
                 "plan_id": plan.plan_id,
-                "slo_ttft_p99_ms": _ms(slo.ttft_p99_s),
-                "slo_tpot_p99_ms": _ms(slo.tpot_p99_s),
-                "rate_rps": f"{slo.rate_rps:g}" if slo.rate_rps is not None else "none",
+                **slo_params(slo),
                 "arrival": traffic.arrival,
                 "prompt_tokens": traffic.prompt_tokens.describe(),
                 "output_tokens": traffic.output_tokens.describe(),
@@ -109,10 +114,6 @@ def pipeline_params(
         if value is not None:
             out[f"loadtest_{key}"] = str(value)
     return out
-
-
-def _ms(seconds: float | None) -> str:
-    return "none" if seconds is None else f"{to_ms(seconds):g}"
 
 
 def loadtest_params(report: LatencyReport) -> dict[str, str]:
