@@ -42,11 +42,12 @@ def baseline_s() -> float:
     return time.perf_counter() - t0
 
 
-def one_simulation(repeats: int) -> dict[str, Any]:
+def llama_on_h100() -> tuple[Any, Any, Any, float]:
+    """llama-3.1-8b on one H100 with vLLM's defaults and the roofline step model, 1024/128-token traffic of
+    1,200 requests: (engine parameters, step model, traffic, fluid capacity in req/s)."""
     from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.engine import vllm_engine_params
-    from gpuplace.planner.engine_sim import simulate
     from gpuplace.planner.hardware import ReplicaHardware
     from gpuplace.planner.replica import ReplicaModel, TrafficShape
     from gpuplace.planner.steptime import roofline_step_model
@@ -57,7 +58,13 @@ def one_simulation(repeats: int) -> dict[str, Any]:
     model = roofline_step_model(arch, ReplicaHardware(spec), load_efficiency_table().for_gpu(spec, arch))
     engine = vllm_engine_params(arch, spec)
     traffic = TrafficShape(LengthDist("fixed", 1024), LengthDist("fixed", 128), requests=1200)
-    capacity = ReplicaModel(engine, model, traffic).capacity_rps
+    return engine, model, traffic, ReplicaModel(engine, model, traffic).capacity_rps
+
+
+def one_simulation(repeats: int) -> dict[str, Any]:
+    from gpuplace.planner.engine_sim import simulate
+
+    engine, model, traffic, capacity = llama_on_h100()
     rows = []
     for load in (0.25, 0.5, 0.8):
         requests = traffic.at_rate(load * capacity)
