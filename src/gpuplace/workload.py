@@ -116,6 +116,14 @@ def _parse_time(text: str) -> float:
     return seconds + (float(f"0.{frac}") if frac else 0.0)
 
 
+def trace_time_scale(path: str | Path, rate: float, *, max_requests: int | None = None) -> float:
+    """The ``time_scale`` that replays the trace's first ``max_requests`` rows at a mean of ``rate``
+    requests/s: (rows − 1) ÷ (their span × rate); 1 when they span no time."""
+    arrivals = [r.arrival_s for r in read_trace(path, max_requests=max_requests)]
+    span = arrivals[-1] - arrivals[0]
+    return (len(arrivals) - 1) / (span * rate) if span > 0 else 1.0
+
+
 def read_trace(
     path: str | Path,
     *,

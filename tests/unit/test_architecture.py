@@ -576,7 +576,7 @@ LONG_FUNCTIONS = {
     "gpuplace.loadtest.runner:_run": 92,
     "gpuplace.profiling.profiler:run_profile": 92,
     "gpuplace.inventory.fleetfile:_gpu_group": 90,
-    "gpuplace.steps.loadtest:load_test_config": 87,
+    "gpuplace.steps.loadtest:load_test_config": 83,
     "gpuplace.compare.metrics:path_metrics": 85,
     "gpuplace.dra:gpu_config_gates": 85,
     "gpuplace.extender.config:manifests": 84,

@@ -138,3 +138,29 @@ kind: Deployment
 metadata: {name: llm}
 spec: {template: {spec: {containers: [{name: c, image: x}]}}}
 """
+
+
+def test_a_rate_replays_the_trace_at_that_mean_rate(tmp_path: Path) -> None:
+    """The pipelines pass their planned rate to a load test that replays a trace: its arrivals are scaled
+    to that mean rate (the gaps' pattern kept), so the measurement is at the load the plan was made for.
+    Before, the load test refused the rate and the pipeline's load test failed on every trace."""
+    import itertools
+
+    trace = tmp_path / "t.csv"
+    gaps = [0.5, 1.5, 0.2, 3.0, 0.8]  # 6 rows over 6 s: 5 gaps, a mean of 5/6 req/s as recorded
+    times = [0.0, *itertools.accumulate(gaps)]
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(f"{t},8,4\n" for t in times))
+    config = load_test_config({"endpoint": "http://h", "trace": str(trace), "rate": 4.0})
+    specs = config.specs()
+    assert config.rate == 4.0 and config.workload()["rate_rps"] == 4.0
+    assert specs[-1].arrival_s == pytest.approx(5 / 4.0)  # 5 gaps at a mean of 1/4 s
+    assert [b.arrival_s - a.arrival_s for a, b in itertools.pairwise(specs)] == pytest.approx(
+        [g * (5 / 6) / 4.0 for g in gaps]
+    )
+    as_recorded = load_test_config({"endpoint": "http://h", "trace": str(trace)})
+    assert as_recorded.rate is None and as_recorded.specs()[-1].arrival_s == pytest.approx(6.0)
+    # only the first max_requests rows are replayed: their own mean rate is scaled
+    first3 = load_test_config({"endpoint": "http://h", "trace": str(trace), "rate": 1.0, "max_requests": 3})
+    assert first3.specs()[-1].arrival_s == pytest.approx(2.0)
+    with pytest.raises(InvalidInput, match=r"^rate=4\.0: and time_scale=0\.5 both set the trace's pace"):
+        load_test_config({"endpoint": "http://h", "trace": str(trace), "rate": 4.0, "time_scale": 0.5})

@@ -240,3 +240,26 @@ print([inspect.signature(p.pipeline_func).parameters["max_requests"].default for
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["[333,", "333]", "44", "44"], out
+
+
+@pytest.mark.parametrize("name", ["llm_placement", "orchestration_comparison"])
+def test_the_load_tests_take_what_their_pipeline_passes_them_with_a_trace(tmp_path: Path, name: str) -> None:
+    """Every load test of the pipeline, given the values the pipeline passes it (its defaults, and a
+    trace), builds its configuration: ``gpuplace run --trace`` failed at its load test before, which
+    refused the rate the pipeline passes beside a trace."""
+    from gpuplace.steps.loadtest import load_test_config
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,input_tokens,output_tokens\n0,8,4\n1,8,4\n3,8,4\n")
+    values = {r.name: r.pipeline_default for r in pipeline_rows(name)} | {"trace": str(trace)}
+    tested = 0
+    for step in ("loadtest", "serve_and_loadtest"):
+        params = {
+            i: values[p] for p, reach in reached(_pipelines()[name]).items() for s, i in reach if s == step
+        }
+        if not params:
+            continue
+        config = load_test_config({**params, "endpoint": "http://h"})
+        assert (config.traffic.trace, config.rate) == (str(trace), values["rate"])
+        tested += 1
+    assert tested == (1 if name == "llm_placement" else 2)

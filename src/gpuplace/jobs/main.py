@@ -362,17 +362,21 @@ def format_summary(result: MainJobResult) -> str:
         "planned on this machine" if plan.is_local else f"planned on fleet {plan.inventory_source or c.fleet}"
     )
     traffic = plan.traffic
+    rate = f"{plan.slo.rate_rps or 0:g} req/s"
+    # a trace: planned with its lengths at the rate, replayed with its arrivals scaled to that mean rate
     lengths = (
-        f"trace {traffic.trace}"
+        f"trace {traffic.trace}: its lengths, planned with {traffic.arrival} arrivals at {rate}, "
+        f"replayed at {rate}"
         if traffic.trace
-        else f"{traffic.prompt_tokens.describe()}/{traffic.output_tokens.describe()} tokens"
+        else f"{traffic.prompt_tokens.describe()}/{traffic.output_tokens.describe()} tokens, "
+        f"{traffic.arrival} arrivals at {rate}"
     )
     lines = [
         f"gpuplace run: {pipeline} with model {result.model}, {where}, {c.target} serving target",
         "",
         f"chosen shape      {plan.chosen.label}   "
         f"(plan {plan.plan_id}, fit score {plan.chosen.fit_score:.3f})",
-        f"traffic           {lengths}, {traffic.arrival} arrivals at {plan.slo.rate_rps or 0:g} req/s",
+        f"traffic           {lengths}",
         *format_prediction_table(result),
         f"SLO               {plan.slo.describe()}; measured attainment {measured.slo_attainment:.0%}",
         f"requests          {measured.completed} completed, {measured.failed} failed, "

@@ -48,7 +48,13 @@ class LoadTestConfig:
         """How the load was generated, as recorded in report.json."""
         t = self.traffic
         if t.trace:
-            kind: dict[str, Any] = {"kind": "trace", "trace": t.trace, "time_scale": self.time_scale}
+            # rate_rps: the mean rate its arrivals were scaled to (None: its own pace × time_scale)
+            kind: dict[str, Any] = {
+                "kind": "trace",
+                "trace": t.trace,
+                "time_scale": self.time_scale,
+                "rate_rps": self.rate,
+            }
         else:
             kind = {
                 "kind": "synthetic",

@@ -27,7 +27,7 @@ from gpuplace.plandir import read_plan_dir
 from gpuplace.types import DeploymentRecord
 from gpuplace.types.plan import PlacementPlan, Slo
 from gpuplace.types.workload import LengthDist, Traffic
-from gpuplace.workload import check_rate
+from gpuplace.workload import check_rate, trace_time_scale
 
 PARAMS: tuple[Param, ...] = (
     Param("endpoint", str, "", "base URL of the OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000"),
@@ -89,6 +89,25 @@ def read_load_test_inputs(
     )
 
 
+def _trace_pace(
+    trace: str, rate: float | None, time_scale: float, requests: int
+) -> tuple[float | None, float]:
+    """How a trace is replayed: as recorded × ``time_scale``, or, given a ``rate``, its first ``requests``
+    arrivals scaled to that mean rate (the gaps' pattern kept): (the rate, the time scale)."""
+    if not Path(trace).is_file():
+        raise InvalidInput("trace", trace, "no such file", "Give the path of a trace CSV")
+    if rate is None:
+        return None, time_scale
+    if time_scale != 1.0:
+        raise InvalidInput(
+            "rate",
+            rate,
+            f"and time_scale={time_scale:g} both set the trace's pace",
+            "Give one: --rate replays it at that mean rate, --time-scale scales its own",
+        )
+    return rate, trace_time_scale(trace, rate, max_requests=requests)
+
+
 def load_test_config(
     params: Mapping[str, Any],
     *,
@@ -125,19 +144,15 @@ def load_test_config(
     concurrency = _count(p["concurrency"], "concurrency")
     if rate is None and concurrency is None and plan is not None and not traffic.trace:
         rate = plan.slo.rate_rps  # measure the load the plan was made for
-    if traffic.trace:
-        if rate is not None and p["rate"]:
-            raise InvalidInput("rate", rate, "does not apply to trace replay", "Use --time-scale")
-        if not Path(traffic.trace).is_file():
-            raise InvalidInput("trace", traffic.trace, "no such file", "Give the path of a trace CSV")
-        rate = None
-    if rate is not None:
-        check_rate(rate)
     if p["max_requests"] < 1:
         raise InvalidInput("max_requests", p["max_requests"], "must be at least 1", "")
     time_scale = p["time_scale"]
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise InvalidInput("time_scale", time_scale, "must be positive", "0.1 replays 10× faster")
+    if traffic.trace:
+        rate, time_scale = _trace_pace(traffic.trace, rate, time_scale, p["max_requests"])
+    if rate is not None:
+        check_rate(rate)
     timeout = _positive(p["request_timeout_s"], "request_timeout_s")
     if timeout is None:
         raise InvalidInput("request_timeout_s", p["request_timeout_s"], "must be positive", "")
