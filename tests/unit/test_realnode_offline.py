@@ -155,6 +155,41 @@ def test_an_image_buildah_does_not_hold_fails_the_import_naming_make_test_images
         stream_import(ctr, "gpuplace.local/none:0", env=dict(os.environ, PATH=host_path()), timeout_s=60)
 
 
+def test_an_import_that_lost_its_parent_snapshot_is_tried_once_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """containerd's garbage collection can remove, mid-import, the snapshot a rebuilt image's layers are
+    unpacked on (a CI run's real-node test failed so; the next import of the same stream succeeded). The
+    import is tried once more for that error only. The import is a stand-in here: the race cannot be
+    made to happen on demand."""
+    from gpuplace.testenv import nodeimages
+
+    lost = (
+        'ctr images import of t failed (1): ctr: failed to prepare extraction snapshot "extract-1": parent '
+        "snapshot sha256:44 does not exist: not found"
+    )
+    calls: list[str] = []
+
+    def flaky(ctr: object, tag: str, *, env: object) -> None:
+        calls.append("import")
+        if len(calls) == 1:
+            raise nodeimages.ImageImportError(lost)
+
+    monkeypatch.setattr(nodeimages, "stream_import", flaky)
+    monkeypatch.setattr(nodeimages, "drop_layer_blobs", lambda *a, **k: calls.append("drop") or 0)
+    nodeimages.import_image(["ctr"], "t", env={})
+    assert calls == ["import", "import", "drop"]
+
+    calls.clear()
+
+    def broken(ctr: object, tag: str, *, env: object) -> None:
+        calls.append("import")
+        raise nodeimages.ImageImportError("buildah push t failed (125): no such image")
+
+    monkeypatch.setattr(nodeimages, "stream_import", broken)
+    with pytest.raises(nodeimages.ImageImportError, match="buildah push"):
+        nodeimages.import_image(["ctr"], "t", env={})
+    assert calls == ["import"]  # any other failure is not retried
+
+
 def test_a_socket_left_by_a_stopped_containerd_does_not_count_as_containerd_up(tmp_path: Path) -> None:
     """The wait for containerd asks ``ctr version`` and reads its exit status: its stdout holds the client's
     version even when nothing answers. A CI run took such a stale socket for a running containerd. Needs the

@@ -80,9 +80,14 @@ def default_model(device: str) -> str:
 
 
 def _profile_args(model: str) -> dict[str, str]:
+    """What the profile task measures: for tiny (a CPU), the profile step's own defaults; else the
+    pipelines' (the run table's, for a GPU)."""
     if model == "tiny":
-        return {"batch_sizes": "1,4", "profile_prompt_tokens": "128", "profile_output_tokens": "32"}
-    return {}  # the pipelines' defaults (the run table's), for a GPU
+        return {
+            n: ROWS[n].step_row.default
+            for n in ("batch_sizes", "profile_prompt_tokens", "profile_output_tokens")
+        }
+    return {}
 
 
 def run_main_job(config: MainJobConfig) -> MainJobResult:

@@ -62,7 +62,7 @@ class RunParam:
     default: Any = INHERIT  # the pipelines' default
     local: Any = INHERIT  # gpuplace run's default
     why: str = ""  # why the name, the default or the local default is not the step row's
-    pipelines: tuple[str, ...] = BOTH  # the pipelines that take it (() for gpuplace run's own)
+    pipelines: tuple[str, ...] = BOTH  # the pipelines that take it
     run: bool = True  # a flag of gpuplace run
     flag: str = ""  # gpuplace run's flag when not --<name with dashes>
     help: str = ""  # gpuplace run's help when the step row's does not say what the run does with it

@@ -104,6 +104,20 @@ def stream_import(ctr: Sequence[str], tag: str, *, env: dict[str, str], timeout_
         )
 
 
+def import_image(ctr: Sequence[str], tag: str, *, env: dict[str, str]) -> None:
+    """Stream ``tag`` into the node's containerd and drop its layer blobs, retrying once when containerd
+    lost a parent snapshot mid-import: re-importing a rebuilt image untags the old one, and containerd's
+    garbage collection can remove the snapshot the new layers were about to be unpacked on (seen in a CI
+    run: "parent snapshot ... does not exist: not found"; the next import of the same stream succeeded)."""
+    try:
+        stream_import(ctr, tag, env=env)
+    except ImageImportError as e:
+        if "snapshot" not in str(e) or "not found" not in str(e):
+            raise
+        stream_import(ctr, tag, env=env)
+    drop_layer_blobs(ctr, tag, env=env)
+
+
 def drop_layer_blobs(ctr: Sequence[str], tag: str, *, env: dict[str, str]) -> int:
     """Delete the layer blobs containerd keeps of ``tag`` once it is unpacked (what containerd's own
     ``discard_unpacked_layers`` does for pulled images): containers run from the snapshots, and the manifest

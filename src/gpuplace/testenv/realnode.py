@@ -56,11 +56,10 @@ from gpuplace.testenv.nodeconfig import CNI_BIN_DIR
 from gpuplace.testenv.nodeimages import (
     GPU_IMAGES,
     ImageImportError,
-    drop_layer_blobs,
     image_store,
+    import_image,
     mark_imported,
     needs_import,
-    stream_import,
 )
 from gpuplace.testenv.nodeimages import built_images as built_images  # re-exported
 
@@ -229,8 +228,7 @@ class RealNode:
             t0 = time.monotonic()
             if needs_import(build_id, store) or tag not in self.images():
                 try:
-                    stream_import(ctr, tag, env=env)
-                    drop_layer_blobs(ctr, tag, env=env)
+                    import_image(ctr, tag, env=env)
                 except ImageImportError as e:
                     raise RealNodeError(str(e)) from e
                 mark_imported(build_id, store)
