@@ -10,6 +10,7 @@ e.g. the Azure LLM inference trace, scaled in time and capped in count.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Sequence
@@ -116,23 +117,18 @@ def _parse_time(text: str) -> float:
     return seconds + (float(f"0.{frac}") if frac else 0.0)
 
 
-def trace_time_scale(path: str | Path, rate: float, *, max_requests: int | None = None) -> float:
-    """The ``time_scale`` that replays the trace's first ``max_requests`` rows at a mean of ``rate``
-    requests/s: (rows − 1) ÷ (their span × rate); 1 when they span no time."""
-    arrivals = [r.arrival_s for r in read_trace(path, max_requests=max_requests)]
-    span = arrivals[-1] - arrivals[0]
-    return (len(arrivals) - 1) / (span * rate) if span > 0 else 1.0
-
-
 def read_trace(
     path: str | Path,
     *,
     max_requests: int | None = None,
     time_scale: float = 1.0,
+    rate: float | None = None,
     max_prompt_tokens: int | None = None,
     max_output_tokens: int | None = None,
 ) -> list[RequestSpec]:
-    """Requests replayed from a trace CSV, arrival times relative to its first row × ``time_scale``.
+    """Requests replayed from a trace CSV, arrival times relative to its first row × ``time_scale``, or,
+    given a ``rate`` (requests/s), scaled so the rows read have that mean rate, the gaps' pattern kept:
+    (rows − 1) ÷ (their span × rate); rows that span no time stay as recorded.
 
     Rows must be in time order (a trace that goes back in time is rejected, naming the row); token
     counts are capped at ``max_prompt_tokens``/``max_output_tokens`` when given (for small models).
@@ -179,4 +175,8 @@ def read_trace(
             specs.append(RequestSpec(len(specs), (t - first) * time_scale, inp, out))
     if not specs:
         raise InvalidInput("trace", str(path), "has no requests", "Give a trace with at least one row")
-    return specs
+    span = specs[-1].arrival_s
+    if rate is None or span <= 0:
+        return specs
+    scale = (len(specs) - 1) / (span * rate)
+    return [dataclasses.replace(r, arrival_s=r.arrival_s * scale) for r in specs]

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from gpuplace.jobs.config import MainJobConfig
+from gpuplace.jobs.outputs import leaf_tasks
 from gpuplace.steps.run_params import RUN, RunParam, pipeline_rows, step_table
 from tests.unit.test_step_params import _subparser
 
@@ -54,27 +55,22 @@ def _pipelines() -> dict[str, Any]:
 
 def reached(pipeline: Any) -> dict[str, set[tuple[str, str]]]:
     """Pipeline parameter → the (step, input) task inputs it reaches in the compiled pipeline, through
-    the loops and exit handlers' own inputs; a platform setting (an accelerator's channel) left out."""
+    the loops and exit handlers' own inputs (:func:`gpuplace.jobs.outputs.leaf_tasks`, the walk the main
+    job reads outputs with); a platform setting (an accelerator's channel) left out."""
     spec = pipeline.pipeline_spec
+    roots = set(spec.root.input_definitions.parameters)
     out: dict[str, set[tuple[str, str]]] = defaultdict(set)
-
-    def walk(dag: Any, env: dict[str, set[str]]) -> None:
-        for task in dag.tasks.values():
-            component = spec.components[task.component_ref.name]
-            inner: dict[str, set[str]] = defaultdict(set)
-            for name, value in task.inputs.parameters.items():
-                params = env.get(value.component_input_parameter, set())
-                if component.HasField("dag"):
-                    inner[name] |= params
-                elif not name.startswith("pipelinechannel--"):
-                    func = re.sub(r"-\d+$", "", task.component_ref.name.removeprefix("comp-")).replace(
-                        "-", "_"
-                    )
-                    out.update({p: out[p] | {(COMPONENT_STEP[func], name)} for p in params})
-            if component.HasField("dag"):
-                walk(component.dag, inner)
-
-    walk(spec.root.dag, {name: {name} for name in spec.root.input_definitions.parameters})
+    for around, _, task in leaf_tasks(spec):
+        func = re.sub(r"-\d+$", "", task.component_ref.name.removeprefix("comp-")).replace("-", "_")
+        for name, value in task.inputs.parameters.items():
+            if name.startswith("pipelinechannel--"):
+                continue
+            source = value.component_input_parameter
+            for _, dag_task in reversed(around):  # up through the DAGs' own inputs
+                outer = dag_task.inputs.parameters.get(source) if source else None
+                source = outer.component_input_parameter if outer is not None else ""
+            if source in roots:
+                out[source].add((COMPONENT_STEP[func], name))
     return out
 
 
@@ -232,6 +228,7 @@ from dataclasses import replace
 import gpuplace.steps.run_params as t
 t.RUN = tuple(replace(r, default=333, local=44) if r.name == "max_requests" else r for r in t.RUN)
 from gpuplace.jobs.config import MainJobConfig
+from gpuplace.jobs.outputs import leaf_tasks
 from gpuplace.pipelines.llm_placement.pipeline import pipeline as a
 from gpuplace.pipelines.orchestration_comparison.pipeline import pipeline as b
 from gpuplace.cli import build_parser
@@ -263,3 +260,20 @@ def test_the_load_tests_take_what_their_pipeline_passes_them_with_a_trace(tmp_pa
         assert (config.traffic.trace, config.rate) == (str(trace), values["rate"])
         tested += 1
     assert tested == (1 if name == "llm_placement" else 2)
+
+
+def test_the_serving_task_pod_gets_the_pipeline_arguments_that_reach_its_task() -> None:
+    """The Kubeflow path's serving task (backend testenv) builds its pod from the compiled comparison and
+    the pipeline's arguments (:func:`gpuplace.steps.run_params.pipeline_arguments`): those are exactly
+    the parameters that reach the task in the compiled pipeline, each with the value the task was given
+    (before, a hand list, which left out ``allow_misplacement``)."""
+    from gpuplace.steps.run_params import pipeline_arguments
+    from gpuplace.steps.serve_and_loadtest import step_params
+
+    feeds = reached(_pipelines()["orchestration_comparison"])
+    inputs = {name: i for name, reach in feeds.items() for s, i in reach if s == "serve_and_loadtest"}
+    given = step_params({i: f"value of {i}" for i in ("trace", "backend", "kubeconfig", "namespace")})
+    args = pipeline_arguments("orchestration_comparison", "serve_and_loadtest", given)
+    assert set(args) == set(inputs)
+    assert {name: args[name] for name in inputs} == {name: given[i] for name, i in inputs.items()}
+    assert args["kubeflow_backend"] == "value of backend"

@@ -37,9 +37,10 @@ class RunCommand(Command):
     epilog = "example: gpuplace run --compare --repeats 4"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from gpuplace.jobs.config import DEFAULT_FLEET, MainJobConfig
+        from gpuplace.jobs.config import MainJobConfig
         from gpuplace.params import add_flags
         from gpuplace.steps.run_params import run_flags
+        from gpuplace.types.fleet import DEFAULT_FLEET
 
         d = MainJobConfig()  # the run's own defaults; the pipeline parameters' come from the run table
         p.add_argument("--workdir", default=str(d.workdir), help="where run directories go")

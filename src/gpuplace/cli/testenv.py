@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuplace.cli.base import Command, HelpFormatter
-from gpuplace.jobs.config import DEFAULT_FLEET
+from gpuplace.types.fleet import DEFAULT_FLEET
 
 STATE_DIR_HELP = "where its state lives (default: $GPUPLACE_TESTENV_DIR or ~/.local/state/gpuplace/testenv)"
 

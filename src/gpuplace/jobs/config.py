@@ -10,7 +10,6 @@ from pathlib import Path
 
 from gpuplace.steps.run_params import run_defaults
 
-DEFAULT_FLEET = "mixed-a100-h100-l4"  # the fleet a local run also plans, as a prediction for its GPUs
 _RUN = run_defaults()
 DEFAULT_REPEATS: int = _RUN["repeats"]  # runs of each path with --compare, interleaved (compare.noise)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplace.errors import CheckFailed, InvalidInput
-from gpuplace.jobs.config import DEFAULT_FLEET, DEFAULT_REPEATS, MainJobConfig
+from gpuplace.jobs.config import DEFAULT_REPEATS, MainJobConfig
 from gpuplace.jobs.console import _ANSI, quiet_console
 from gpuplace.jobs.outputs import RunOutputs, format_partial, format_paths, read_run, require
 from gpuplace.plandir import PlanDir
@@ -38,7 +38,7 @@ from gpuplace.steps.compare import repeat_runs
 from gpuplace.steps.run_params import ROWS
 from gpuplace.tracking.config import DEFAULT_WORKDIR, ui_command
 from gpuplace.types.compare import Comparison
-from gpuplace.types.fleet import LOCAL_INVENTORY, is_local_inventory
+from gpuplace.types.fleet import DEFAULT_FLEET, LOCAL_INVENTORY, is_local_inventory
 from gpuplace.types.latency import PredictedVsMeasured
 from gpuplace.types.loadtest import LatencyReport
 from gpuplace.units import ms

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,31 +28,40 @@ from gpuplace.types.loadtest import LatencyReport
 from gpuplace.units import ms
 
 
+def leaf_tasks(pipeline_spec: Any) -> Iterator[tuple[tuple[tuple[str, Any], ...], str, Any]]:
+    """Every component task of a compiled ``pipeline_spec`` (a ``PipelineSpec``), in run order, as
+    (the DAG tasks around it, outermost first, as (name, task); its name; the task): a level's own tasks
+    before the DAGs inside it (a loop, an exit handler), each group by name."""
+    components = pipeline_spec.components
+
+    def inner(task: Any) -> Any:
+        component = components[task.component_ref.name]
+        return component.dag if component.HasField("dag") else None
+
+    def walk(dag: Any, around: tuple[tuple[str, Any], ...]) -> Iterator[Any]:
+        for name in sorted(dag.tasks, key=lambda n: (inner(dag.tasks[n]) is not None, n)):
+            task = dag.tasks[name]
+            sub = inner(task)
+            if sub is None:
+                yield around, name, task
+            else:
+                yield from walk(sub, (*around, (name, task)))
+
+    yield from walk(pipeline_spec.root.dag, ())
+
+
 def task_folders(pipeline_spec: Any, outputs: Path) -> dict[str, list[Path]]:
     """Component name (``load-test``) → the folders its tasks wrote, one per run, in run order: the
     top-level tasks first, then a loop's iterations by number. From the compiled ``pipeline_spec``
-    (a ``PipelineSpec``): an exit handler's tasks sit beside the others, a loop's under its iterations."""
+    (:func:`leaf_tasks`): an exit handler's tasks sit beside the others, a loop's under its iterations."""
     found: dict[str, list[Path]] = defaultdict(list)
-    components = pipeline_spec.components
-
-    def inner(name: str, dag: Any) -> Any:
-        """The task's own DAG (a loop or an exit handler), None for a component's task."""
-        component = components[dag.tasks[name].component_ref.name]
-        return component.dag if component.HasField("dag") else None
-
-    def walk(dag: Any, bases: list[Path]) -> None:
-        # a level's own tasks before the DAGs inside it, so each component's folders come in run order
-        for name in sorted(dag.tasks, key=lambda n: (inner(n, dag) is not None, n)):
-            task, sub = dag.tasks[name], inner(name, dag)
-            if sub is None:
-                key = task.component_ref.name.removeprefix("comp-")
-                found[key] += [b / name for b in bases if (b / name).is_dir()]
-            elif task.HasField("parameter_iterator"):  # a loop runs under its iterations, by number
-                walk(sub, [b / f"{name}-iteration-{i}" for b in bases for i in _iterations(b, name)])
-            else:  # an exit handler's tasks sit beside the others
-                walk(sub, bases)
-
-    walk(pipeline_spec.root.dag, [outputs])
+    for around, name, task in leaf_tasks(pipeline_spec):
+        bases = [outputs]
+        for dag_name, dag_task in around:
+            if dag_task.HasField("parameter_iterator"):  # a loop runs under its iterations, by number
+                bases = [b / f"{dag_name}-iteration-{i}" for b in bases for i in _iterations(b, dag_name)]
+        key = task.component_ref.name.removeprefix("comp-")
+        found[key] += [b / name for b in bases if (b / name).is_dir()]
     return dict(found)
 
 

@@ -84,6 +84,7 @@ class LoadTestConfig:
                 t.trace,
                 max_requests=self.max_requests,
                 time_scale=self.time_scale,
+                rate=self.rate,
                 max_prompt_tokens=self.max_prompt_tokens,
                 max_output_tokens=self.max_output_tokens,
             )

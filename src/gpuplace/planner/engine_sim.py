@@ -85,4 +85,4 @@ def simulate(
     )
     if not replica.run():
         return unstable(replica.step, replica.now, replica.preemptions, replica.max_running)
-    return replica.summary(discard_head, discard_tail, keep_requests)
+    return replica.summary(keep_requests)

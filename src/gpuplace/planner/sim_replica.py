@@ -41,6 +41,7 @@ class SimulatedReplica:
     ) -> None:
         self.longest = longest_blocks(requests, engine, concurrency, discard_head, discard_tail)
         self.n_req = n_req = len(requests)
+        self.kept_slice = slice(int(n_req * discard_head), n_req - int(n_req * discard_tail))  # predicted
         self.bs = engine.block_size
         self.capacity = engine.num_gpu_blocks - 1  # vLLM's block pool keeps one block aside (its null block)
         self.budget = engine.max_num_batched_tokens
@@ -72,7 +73,6 @@ class SimulatedReplica:
         self.finishing: dict[int, None] = {}  # finished in the step in flight, not yet freed
         self.fin_ctx = 0  # their tokens in the KV cache
         self.trace = trace
-
         self.closed = concurrency is not None
         self.arrival, self.prompt, self.out, self.released = arrivals_in_order(requests, concurrency)
 
@@ -462,10 +462,10 @@ class SimulatedReplica:
             computed[i] = 0
             enter_decode(i)
 
-    def summary(self, discard_head: float, discard_tail: float, keep_requests: bool) -> ServingPrediction:
+    def summary(self, keep_requests: bool) -> ServingPrediction:
         """The prediction over the kept requests (the head and tail shares left out)."""
         n_req, arrival, first, finish, out = self.n_req, self.arrival, self.first, self.finish, self.out
-        kept_slice = slice(int(n_req * discard_head), n_req - int(n_req * discard_tail))
+        kept_slice = self.kept_slice
         ttft, tpot, e2e, (lo, hi) = latencies(
             arrival[kept_slice], first[kept_slice], finish[kept_slice], out[kept_slice]
         )

@@ -18,7 +18,9 @@ Light to import: a step's table is imported when a row is first read.
 
 from __future__ import annotations
 
+import functools
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
@@ -46,10 +48,16 @@ STEP_TABLES = {
 }
 
 
+@functools.cache
 def step_table(step: str) -> tuple[Param, ...]:
     module, name = STEP_TABLES[step]
     table: tuple[Param, ...] = getattr(importlib.import_module(module), name)
     return table
+
+
+@functools.cache
+def _step_rows(step: str) -> dict[str, Param]:
+    return {p.name: p for p in step_table(step)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +88,7 @@ class RunParam:
         if not self.step:
             assert self.own is not None, self.name
             return self.own
-        rows = {p.name: p for p in step_table(self.step)}
-        return rows[self.row_name]
+        return _step_rows(self.step)[self.row_name]
 
     @property
     def pipeline_default(self) -> Any:
@@ -244,6 +251,25 @@ ROWS: dict[str, RunParam] = {r.name: r for r in RUN}
 
 def pipeline_rows(pipeline: str) -> tuple[RunParam, ...]:
     return tuple(r for r in RUN if pipeline in r.pipelines)
+
+
+def pipeline_arguments(pipeline: str, step: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``pipeline``'s arguments that give ``step`` its ``values`` (by the step's row names): each of
+    the pipeline's rows that is a row of the step, under the pipeline's name. The row is the one the run
+    table names for the step, else the step's row of the same name, else its one row of that name with a
+    prefix (the pipeline's ``timeout_s`` is the serving step's ``startup_timeout_s``), as the table's test
+    holds the names."""
+    rows = _step_rows(step)
+    out = {}
+    for r in pipeline_rows(pipeline):
+        if r.step == step:
+            row = r.row_name
+        else:
+            stems = [n for n in rows if n.endswith("_" + r.name)]
+            row = r.name if r.name in rows else (stems[0] if len(stems) == 1 else "")
+        if row in values:
+            out[r.name] = values[row]
+    return out
 
 
 def pipeline_defaults(pipeline: str) -> Any:

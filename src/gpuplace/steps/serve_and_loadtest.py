@@ -24,6 +24,7 @@ from gpuplace.params import Param, defaults, parse
 from gpuplace.plandir import read_plan_dir
 from gpuplace.steps.loadtest import PARAMS as LOAD_TEST
 from gpuplace.steps.loadtest import load_test_config
+from gpuplace.steps.run_params import pipeline_arguments
 from gpuplace.types import DeploymentRecord
 
 # The load test's rows this step takes, by name (there is no command: the rows are the component's only).
@@ -156,12 +157,7 @@ def run_serve_and_load_test_step(
     if backend == "testenv":
         package = str(compiled_package("orchestration_comparison"))
     # this task's inputs by the pipeline's parameter names, for the task pod's executor input
-    # (the run table's: the same names, but the backend, gpuplace.steps.run_params)
-    pipeline_args = {
-        **{n: p[n] for n in ("prompt_tokens", "output_tokens", "trace", "max_requests", "rate")},
-        **{n: p[n] for n in ("namespace", "kubeconfig")},
-        "kubeflow_backend": backend,
-    }
+    pipeline_args = pipeline_arguments("orchestration_comparison", "serve_and_loadtest", p)
     result = serve_and_load_test(
         plan_dir,
         {name: value for name, value in p.items() if name in _load_test},  # the load test's rows

@@ -19,6 +19,8 @@ from types import MappingProxyType
 
 TAINT_EFFECTS: tuple[str, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MIG_STRATEGIES: tuple[str, ...] = ("none", "single", "mixed")
+# The bundled fleet gpuplace run also plans on a local run (a prediction for its GPUs) and testenv simulates.
+DEFAULT_FLEET = "mixed-a100-h100-l4"
 
 
 @dataclass(frozen=True, slots=True)
