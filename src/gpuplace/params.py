@@ -5,20 +5,26 @@ A step (:mod:`gpuplace.steps`) declares its table; the CLI command makes its fla
 (:func:`add_flags`), the step reads a mapping of those names with it (:func:`parse`: a missing or ``None``
 value takes the table's default, ``0`` and ``""`` keep their meaning of "unset" that KFP parameters need),
 and a test checks each component's signature against it (:func:`signature_disagreements`), so the CLI,
-the component and the library cannot drift apart. A row whose default is :data:`REQUIRED` has none: a
+the component and the library cannot drift apart. A step reads its values typed
+(:func:`parse_as`, into a class of one field per row that :func:`values_disagreements` holds to the
+table). A row whose default is :data:`REQUIRED` has none: a
 required flag, a component parameter without a default; a ``list`` row is a repeatable flag (strings).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
+import types
+import typing
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuplace.errors import InvalidInput
 
+V = TypeVar("V")
 REQUIRED: Any = inspect.Parameter.empty  # the default of a row that has none (what a signature spells)
 
 
@@ -91,6 +97,39 @@ def parse(table: Sequence[Param], values: Mapping[str, Any]) -> dict[str, Any]:
         if value is None and p.required:
             raise InvalidInput(p.name, None, "is required", f"Give {p.cli_flag}" if p.cli else "")
         out[p.name] = p.default if value is None else p.kind(value)
+    return out
+
+
+def parse_as(cls: type[V], table: Sequence[Param], values: Mapping[str, Any]) -> V:
+    """:func:`parse`'s values as a ``cls``: a dataclass with one typed field per row, so a step reads
+    ``p.timeout_s`` (a float to mypy), not ``p["timeout_s"]``. The class writes the rows' names and
+    types, never their defaults; :func:`values_disagreements` holds it to the table."""
+    return cls(**parse(table, values))
+
+
+def values_disagreements(cls: type, table: Sequence[Param]) -> list[str]:
+    """Where a step's values class (:func:`parse_as`) differs from its table: a name on one side only,
+    another type (a ``list`` row is ``list[str]``, a row whose default is ``None`` is ``<type> | None``),
+    a default (the table's alone)."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    rows = {p.name: p for p in table}
+    out = [f"{n}: a field of {cls.__name__}, not a row of the table" for n in fields if n not in rows]
+    out += [f"{n}: a row of the table, not a field of {cls.__name__}" for n in rows if n not in fields]
+    for name in [n for n in rows if n in fields]:
+        p, hint = rows[name], hints[name]
+        args = typing.get_args(hint)
+        optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args
+        if optional:
+            (hint,) = [a for a in args if a is not type(None)]
+        if (typing.get_origin(hint) or hint) is not p.kind or optional != (p.default is None):
+            shown = f"{p.kind.__name__}{' | None' if p.default is None else ''}"
+            out.append(f"{name}: type {hints[name]} in {cls.__name__}, {shown} in the table")
+        if (
+            fields[name].default is not dataclasses.MISSING
+            or fields[name].default_factory is not dataclasses.MISSING
+        ):
+            out.append(f"{name}: a default in {cls.__name__}; the table's is the only one")
     return out
 
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +272,7 @@ def test_the_serving_task_pod_gets_the_pipeline_arguments_that_reach_its_task() 
 
     feeds = reached(_pipelines()["orchestration_comparison"])
     inputs = {name: i for name, reach in feeds.items() for s, i in reach if s == "serve_and_loadtest"}
-    given = step_params({i: f"value of {i}" for i in ("trace", "backend", "kubeconfig", "namespace")})
+    given = asdict(step_params({i: f"value of {i}" for i in ("trace", "backend", "kubeconfig", "namespace")}))
     args = pipeline_arguments("orchestration_comparison", "serve_and_loadtest", given)
     assert set(args) == set(inputs)
     assert {name: args[name] for name in inputs} == {name: given[i] for name, i in inputs.items()}

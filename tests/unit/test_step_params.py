@@ -153,21 +153,21 @@ def test_serve_and_load_test_reads_its_table_and_the_components_unset() -> None:
     from gpuplace.steps.serve_and_loadtest import step_params
 
     p = step_params({"rate": 2, "seed": "3", "plan": "ignored"})
-    assert (p["backend"], p["max_requests"], p["startup_timeout_s"], p["namespace"]) == (
+    assert (p.backend, p.max_requests, p.startup_timeout_s, p.namespace) == (
         "kfp",
         20,
         300.0,
         "default",
     )
-    assert p["rate"] == 2.0 and p["seed"] == 3 and "plan" not in p and "api" not in p
+    assert p.rate == 2.0 and p.seed == 3 and not hasattr(p, "plan") and not hasattr(p, "api")
     p = step_params({"backend": "", "startup_timeout_s": 0, "namespace": "", "max_requests": 5})
-    assert (p["backend"], p["startup_timeout_s"], p["namespace"], p["max_requests"]) == (
+    assert (p.backend, p.startup_timeout_s, p.namespace, p.max_requests) == (
         "local",
         300.0,
         "default",
         5,
     )
-    assert step_params({"backend": "testenv", "startup_timeout_s": 9})["startup_timeout_s"] == 9.0
+    assert step_params({"backend": "testenv", "startup_timeout_s": 9}).startup_timeout_s == 9.0
 
 
 def test_the_checks_catch_a_disagreement() -> None:
@@ -269,3 +269,103 @@ def test_predict_reads_its_flags_with_its_table_and_refuses_what_cannot_be_simul
     with pytest.raises(InvalidInput, match="tp"):
         run_predict_step({**base, "tp": 0}, catalog)
     assert run_predict_step(base, catalog).requests_per_s > 0
+
+
+# each step's values class (gpuplace.params.parse_as) and the table it is the values of
+VALUES = [
+    ("compare", "CompareValues", "PARAMS"),
+    ("deploy", "DeployValues", "PARAMS"),
+    ("inventory", "InventoryValues", "PARAMS"),
+    ("loadtest", "LoadTestValues", "PARAMS"),
+    ("plan_params", "PlanValues", "PARAMS"),
+    ("plan_params", "ServingValues", "SERVING"),
+    ("plan_params", "FormsValues", "FORMS"),
+    ("predict", "PredictValues", "PARAMS"),
+    ("profile", "ProfileValues", "PARAMS"),
+    ("serve_and_loadtest", "ServeAndLoadTestValues", "PARAMS"),
+    ("teardown", "TeardownValues", "PARAMS"),
+    ("track", "TrackValues", "PARAMS"),
+]
+
+
+@pytest.mark.parametrize(("module", "cls", "table"), VALUES)
+def test_each_steps_values_class_is_its_table(module: str, cls: str, table: str) -> None:
+    """A step reads its parameters typed (``p.timeout_s``), through a class whose fields are its
+    table's rows by name and type, and whose defaults are the table's alone (issue 34, item 2)."""
+    import importlib
+
+    from gpuplace.params import values_disagreements
+
+    mod = importlib.import_module(f"gpuplace.steps.{module}")
+    assert values_disagreements(getattr(mod, cls), getattr(mod, table)) == []
+
+
+def test_every_step_reads_its_values_typed_not_by_name_from_a_dict() -> None:
+    """No step parses its table into a dict or reads a value by a string key; every values class in
+    steps/ is held to its table above."""
+    import ast
+    import importlib
+    import pkgutil
+
+    import gpuplace.steps
+
+    found, dict_reads = set(), []
+    for info in pkgutil.iter_modules(gpuplace.steps.__path__):
+        mod = importlib.import_module(f"gpuplace.steps.{info.name}")
+        found |= {
+            (info.name, n)
+            for n in vars(mod)
+            if n.endswith("Values") and vars(mod)[n].__module__ == mod.__name__
+        }
+        tree = ast.parse(inspect.getsource(mod))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "parse":
+                dict_reads.append(f"{info.name}:{node.lineno}: parse(...)")
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("p", "v")
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)
+            ):
+                dict_reads.append(f"{info.name}:{node.lineno}: {node.value.id}[{node.slice.value!r}]")
+    assert dict_reads == []
+    assert found == {(m, c) for m, c, _ in VALUES}
+
+
+def test_a_values_class_that_drifts_from_its_table_is_caught() -> None:
+    """Another name, type, optionality, or a default written in the class: each is named."""
+    from dataclasses import dataclass, field
+
+    from gpuplace.params import values_disagreements
+
+    table = (
+        Param("timeout_s", float, 300.0, "deadline"),
+        Param("share", float, None, "a share"),
+        Param("price", list, [], "prices"),
+        Param("name", str, REQUIRED, "a name"),
+    )
+
+    @dataclass(frozen=True)
+    class Good:
+        timeout_s: float
+        share: float | None
+        price: list[str]
+        name: str
+
+    @dataclass(frozen=True)
+    class Bad:
+        timeout: float
+        share: float
+        price: list[str] = field(default_factory=list)
+        name: int = 0
+
+    assert values_disagreements(Good, table) == []
+    assert values_disagreements(Bad, table) == [
+        "timeout: a field of Bad, not a row of the table",
+        "timeout_s: a row of the table, not a field of Bad",
+        "share: type <class 'float'> in Bad, float | None in the table",
+        "price: a default in Bad; the table's is the only one",
+        "name: type <class 'int'> in Bad, str in the table",
+        "name: a default in Bad; the table's is the only one",
+    ]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from gpuplace.deploy.record import read_record
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.io import RECORDS_JSONL, RECORDS_PARQUET, read_records, read_report
-from gpuplace.params import Param, defaults, parse
+from gpuplace.params import Param, defaults, parse_as
 from gpuplace.plandir import PlanDir, read_plan_dir
 from gpuplace.tracking.config import DEFAULT_WORKDIR
 from gpuplace.types.compare import PATHS, Comparison
@@ -121,6 +121,36 @@ MLFLOW: tuple[Param, ...] = (
     Param("system_metrics", bool, False, "log CPU (and GPU via NVML) usage", component=False),
 )
 PARAMS: tuple[Param, ...] = (*COMPARISON, *MLFLOW)
+
+
+@dataclass(frozen=True, slots=True)
+class CompareValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    plan: str
+    inventory: str
+    gpu_catalog: str
+    weights: str
+    assessed: list[str]
+    assess: str
+    penalty_usd_per_breach: float
+    engineering_weeks: float
+    rate_usd_per_week: float
+    saved_usd_per_quarter: float
+    adopt: str
+    log_to_mlflow: bool
+    mlflow_uri: str
+    mlflow_experiment: str
+    mlflow_workdir: str
+    mlflow_fallback_local: bool
+    run_name: str
+    kfp_run_id: str
+    profile: str
+    manifests: str
+    system_metrics: bool
+
+
 # the repeat_runs component's: runs of each path, interleaved; the fewest a verdict names a winner from
 REPEAT_RUNS: tuple[Param, ...] = (
     Param(
@@ -140,32 +170,32 @@ def compare_options(params: Mapping[str, Any], paths: tuple[PathInput, ...]) -> 
     """The comparison of ``paths`` that ``params`` describe (:data:`PARAMS` by name, ``gpuplace compare``'s
     flags or the ``compare_paths`` component's parameters; other keys ignored): the assessed criteria of
     repeated ``--assess`` and of a ``;``-separated ``assess``, a negative saving = derive it."""
-    p = parse(PARAMS, params)
-    assess = [*p["assessed"], *p["assess"].split(";")]
-    saved = p["saved_usd_per_quarter"]
+    p = parse_as(CompareValues, PARAMS, params)
+    assess = [*p.assessed, *p.assess.split(";")]
+    saved = p.saved_usd_per_quarter
     return CompareOptions(
         paths=paths,
-        plan=p["plan"],
-        inventory=p["inventory"],
-        gpu_catalog=p["gpu_catalog"] or None,
-        weights=p["weights"],
+        plan=p.plan,
+        inventory=p.inventory,
+        gpu_catalog=p.gpu_catalog or None,
+        weights=p.weights,
         assess=tuple(a for a in assess if a.strip()),
-        penalty_usd_per_breach=p["penalty_usd_per_breach"],
-        engineering_weeks=p["engineering_weeks"],
-        rate_usd_per_week=p["rate_usd_per_week"],
+        penalty_usd_per_breach=p.penalty_usd_per_breach,
+        engineering_weeks=p.engineering_weeks,
+        rate_usd_per_week=p.rate_usd_per_week,
         saved_usd_per_quarter=None if saved < 0 else saved,
-        adopt=p["adopt"],
+        adopt=p.adopt,
         mlflow=MlflowOptions(
-            enabled=p["log_to_mlflow"],
-            uri=p["mlflow_uri"],
-            experiment=p["mlflow_experiment"] or _DEFAULTS["mlflow_experiment"],  # "": the default
-            workdir=p["mlflow_workdir"] or _DEFAULTS["mlflow_workdir"],
-            fallback_local=p["mlflow_fallback_local"],
-            run_name=p["run_name"],
-            kfp_run_id=p["kfp_run_id"],
-            profile=p["profile"],
-            manifests=p["manifests"],
-            system_metrics=p["system_metrics"],
+            enabled=p.log_to_mlflow,
+            uri=p.mlflow_uri,
+            experiment=p.mlflow_experiment or _DEFAULTS["mlflow_experiment"],  # "": the default
+            workdir=p.mlflow_workdir or _DEFAULTS["mlflow_workdir"],
+            fallback_local=p.mlflow_fallback_local,
+            run_name=p.run_name,
+            kfp_run_id=p.kfp_run_id,
+            profile=p.profile,
+            manifests=p.manifests,
+            system_metrics=p.system_metrics,
         ),
     )
 

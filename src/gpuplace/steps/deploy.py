@@ -11,12 +11,13 @@ shows where the pods are.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuplace.deploy import RUNTIMES, TARGETS, check_target, deploy
 from gpuplace.deploy.record import save_record
-from gpuplace.params import Param, parse
+from gpuplace.params import Param, parse_as
 from gpuplace.plandir import read_plan_dir
 from gpuplace.types import DeploymentRecord
 
@@ -84,6 +85,26 @@ PARAMS: tuple[Param, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class DeployValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    target: str
+    namespace: str
+    kubeconfig: str
+    context: str
+    run_id: str
+    timeout_s: float
+    on_failure: str
+    gpu_api: str
+    runtime: str
+    allow_misplacement: bool
+    create_namespace: bool
+    path: str
+    port: int
+
+
 def run_deploy_step(
     plan_dir: str | Path,
     record_path: str | Path,
@@ -99,28 +120,28 @@ def run_deploy_step(
     when ``in_cluster`` (a KFP task) and the kubernetes target, else the default kubeconfig."""
     from gpuplace.k8s.measure import PlacementMismatch
 
-    p = parse(PARAMS, params)
-    check_target(p["target"], p["port"])
-    kubeconfig = p["kubeconfig"] or ("in-cluster" if in_cluster and p["target"] == "kubernetes" else None)
+    p = parse_as(DeployValues, PARAMS, params)
+    check_target(p.target, p.port)
+    kubeconfig = p.kubeconfig or ("in-cluster" if in_cluster and p.target == "kubernetes" else None)
     planned = read_plan_dir(plan_dir)
     try:
         record = deploy(
             planned,
-            target=p["target"],
+            target=p.target,
             kubeconfig=kubeconfig,
-            context=p["context"] or None,
-            namespace=p["namespace"],
-            run_id=p["run_id"],
-            timeout_s=p["timeout_s"],
-            on_failure=p["on_failure"],
+            context=p.context or None,
+            namespace=p.namespace,
+            run_id=p.run_id,
+            timeout_s=p.timeout_s,
+            on_failure=p.on_failure,
             workdir=workdir,
             log=log,
-            gpu_api=p["gpu_api"],
-            create_namespace=p["create_namespace"],
-            allow_misplacement=p["allow_misplacement"],
-            runtime=p["runtime"],
-            path=p["path"],
-            port=p["port"],
+            gpu_api=p.gpu_api,
+            create_namespace=p.create_namespace,
+            allow_misplacement=p.allow_misplacement,
+            runtime=p.runtime,
+            path=p.path,
+            port=p.port,
         )
     except PlacementMismatch as e:
         save_record(e.record, record_path)

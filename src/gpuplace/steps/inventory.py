@@ -10,13 +10,14 @@ same file.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuplace.catalog import GpuCatalog
 from gpuplace.inventory import load_inventory
 from gpuplace.inventory.jsonfile import write_inventory_json
-from gpuplace.params import Param, parse
+from gpuplace.params import Param, parse_as
 from gpuplace.types import Inventory
 
 PARAMS: tuple[Param, ...] = (
@@ -38,6 +39,16 @@ PARAMS: tuple[Param, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class InventoryValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    source: str
+    label_selector: str
+    kubeconfig: str
+
+
 def run_inventory_step(
     params: Mapping[str, Any],
     out: str | Path | None = None,
@@ -48,17 +59,17 @@ def run_inventory_step(
     """The fleet ``params`` name (:data:`PARAMS` by name; ``cluster``: the one ``kubeconfig`` reaches, or
     in-cluster when ``in_cluster`` and no kubeconfig is given, nodes matching ``label_selector``), written
     as inventory JSON to the file ``out`` when given."""
-    p = parse(PARAMS, params)
-    if p["source"] == "cluster":
+    p = parse_as(InventoryValues, PARAMS, params)
+    if p.source == "cluster":
         from gpuplace.inventory.cluster import inventory_from_cluster
         from gpuplace.k8s.client import IN_CLUSTER, connect
 
-        kubeconfig = p["kubeconfig"] or (IN_CLUSTER if in_cluster else None)
+        kubeconfig = p.kubeconfig or (IN_CLUSTER if in_cluster else None)
         inventory = inventory_from_cluster(
-            client=connect(kubeconfig), catalog=catalog, label_selector=p["label_selector"]
+            client=connect(kubeconfig), catalog=catalog, label_selector=p.label_selector
         )
     else:
-        inventory = load_inventory(p["source"], catalog=catalog)
+        inventory = load_inventory(p.source, catalog=catalog)
     if out is not None:
         write_inventory_json(inventory, out)
     return inventory

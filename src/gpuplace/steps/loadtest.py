@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from gpuplace.deploy.record import read_record
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.config import APIS, DEFAULT_TRAFFIC, LoadTestConfig
 from gpuplace.loadtest.run import LoadTestResult, run_loadtest_to_paths
-from gpuplace.params import Param, parse
+from gpuplace.params import Param, parse_as
 from gpuplace.plandir import read_plan_dir
 from gpuplace.types import DeploymentRecord
 from gpuplace.types.plan import PlacementPlan, Slo
@@ -78,6 +79,31 @@ PARAMS: tuple[Param, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class LoadTestValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    endpoint: str
+    model: str
+    api: str
+    tokenizer: str
+    trace: str
+    time_scale: float
+    prompt_tokens: str
+    output_tokens: str
+    max_prompt_tokens: int
+    max_output_tokens: int
+    rate: float
+    arrival: str
+    burstiness: float
+    concurrency: int
+    max_requests: int
+    max_duration_s: float
+    request_timeout_s: float
+    seed: int
+
+
 def read_load_test_inputs(
     deployment: str | Path = "", plan: str | Path = ""
 ) -> tuple[DeploymentRecord | None, PlacementPlan | None]:
@@ -117,8 +143,8 @@ def load_test_config(
     ``deployment`` (the deploy step's record) gives the endpoint and model; ``plan`` gives the SLO, the
     prediction and the default traffic; the bounds ``slo`` sets override the plan's.
     """
-    p = parse(PARAMS, params)
-    endpoint, model, deployment_model = p["endpoint"], p["model"], ""
+    p = parse_as(LoadTestValues, PARAMS, params)
+    endpoint, model, deployment_model = p.endpoint, p.model, ""
     if deployment is not None:
         if endpoint and endpoint != deployment.endpoint:
             raise InvalidInput(
@@ -129,30 +155,30 @@ def load_test_config(
     _check_endpoint(endpoint)
     base = plan.traffic if plan is not None else DEFAULT_TRAFFIC
     traffic = Traffic(
-        _length(p["prompt_tokens"], "prompt_tokens", base.prompt_tokens),
-        _length(p["output_tokens"], "output_tokens", base.output_tokens),
-        p["arrival"] or base.arrival,
-        p["burstiness"] or base.burstiness,
-        p["trace"],
+        _length(p.prompt_tokens, "prompt_tokens", base.prompt_tokens),
+        _length(p.output_tokens, "output_tokens", base.output_tokens),
+        p.arrival or base.arrival,
+        p.burstiness or base.burstiness,
+        p.trace,
     )
-    rate = _positive(p["rate"], "rate")
-    concurrency = _count(p["concurrency"], "concurrency")
+    rate = _positive(p.rate, "rate")
+    concurrency = _count(p.concurrency, "concurrency")
     if rate is None and concurrency is None and plan is not None and not traffic.trace:
         rate = plan.slo.rate_rps  # measure the load the plan was made for
-    if p["max_requests"] < 1:
-        raise InvalidInput("max_requests", p["max_requests"], "must be at least 1", "")
-    time_scale = p["time_scale"]
+    if p.max_requests < 1:
+        raise InvalidInput("max_requests", p.max_requests, "must be at least 1", "")
+    time_scale = p.time_scale
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise InvalidInput("time_scale", time_scale, "must be positive", "0.1 replays 10× faster")
     if traffic.trace:
         _check_trace_pace(traffic.trace, rate, time_scale)
     if rate is not None:
         check_rate(rate)
-    timeout = _positive(p["request_timeout_s"], "request_timeout_s")
+    timeout = _positive(p.request_timeout_s, "request_timeout_s")
     if timeout is None:
-        raise InvalidInput("request_timeout_s", p["request_timeout_s"], "must be positive", "")
-    if p["api"] not in APIS:
-        raise InvalidInput("api", p["api"], f"must be one of {', '.join(APIS)}", "")
+        raise InvalidInput("request_timeout_s", p.request_timeout_s, "must be positive", "")
+    if p.api not in APIS:
+        raise InvalidInput("api", p.api, f"must be one of {', '.join(APIS)}", "")
     plan_slo = plan.slo if plan is not None else Slo()
     predicted, prediction_note = None, ""
     if plan is not None and plan.prediction is not None:
@@ -167,18 +193,18 @@ def load_test_config(
     return LoadTestConfig(
         endpoint=endpoint.rstrip("/"),
         model=model,
-        api=p["api"],
-        tokenizer=p["tokenizer"],
+        api=p.api,
+        tokenizer=p.tokenizer,
         traffic=traffic,
         time_scale=time_scale,
-        max_prompt_tokens=_count(p["max_prompt_tokens"], "max_prompt_tokens"),
-        max_output_tokens=_count(p["max_output_tokens"], "max_output_tokens"),
+        max_prompt_tokens=_count(p.max_prompt_tokens, "max_prompt_tokens"),
+        max_output_tokens=_count(p.max_output_tokens, "max_output_tokens"),
         rate=rate,
         concurrency=concurrency,
-        max_requests=p["max_requests"],
-        max_duration_s=_positive(p["max_duration_s"], "max_duration_s"),
+        max_requests=p.max_requests,
+        max_duration_s=_positive(p.max_duration_s, "max_duration_s"),
         request_timeout_s=timeout,
-        seed=p["seed"],
+        seed=p.seed,
         slo=_merged(plan_slo, slo).with_rate(rate),
         predicted=predicted,
         prediction_note=prediction_note,

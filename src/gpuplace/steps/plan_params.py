@@ -12,10 +12,11 @@ plan directory at the top), as every ``gpuplace`` command builds its flags from 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuplace.errors import InvalidInput
-from gpuplace.params import REQUIRED, Param, defaults, parse
+from gpuplace.params import REQUIRED, Param, defaults, parse_as
 from gpuplace.types.plan import (
     DEFAULT_FIT_THRESHOLD,
     DEFAULT_MAX_LOAD_SHARE,
@@ -149,6 +150,20 @@ SERVING: tuple[Param, ...] = (
     Param("numa_align", bool, False, "size CPUs to the GPUs' NUMA node share"),
     Param("priority_class", str, "", "priorityClassName of the serving pods", component=False),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ServingValues:
+    """:data:`SERVING`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    name: str
+    image: str
+    model_path: str
+    numa_align: bool
+    priority_class: str
+
+
 FORMS: tuple[Param, ...] = (
     Param(
         "emit",
@@ -183,7 +198,62 @@ FORMS: tuple[Param, ...] = (
         component=False,
     ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class FormsValues:
+    """:data:`FORMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    emit: str
+    kube_version: str
+    gpu_sharing: str
+    no_router: bool
+
+
 PARAMS: tuple[Param, ...] = (*INPUTS, *SLO_AND_TRAFFIC, *SHAPES_AND_COST, *SERVING, *FORMS)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    model: str
+    profile: str
+    operators: str
+    inventory: str
+    engine_steps: str
+    slo_tpot_ms: float
+    slo_ttft_ms: float
+    rate: float
+    prompt_tokens: str
+    output_tokens: str
+    trace: str
+    kinds: str
+    gpus: str
+    dtype: str
+    kv_cache_dtype: str
+    price: list[str]
+    prices: dict[str, float]
+    gpu_catalog: str
+    fit_threshold: float
+    max_load_share: float | None
+    margin: str
+    task_mix: str
+    workload: str
+    breach_penalty_usd: float
+    name: str
+    image: str
+    model_path: str
+    numa_align: bool
+    priority_class: str
+    emit: str
+    kube_version: str
+    gpu_sharing: str
+    no_router: bool
+
+
 _DEFAULTS = defaults(PARAMS)
 
 
@@ -197,9 +267,9 @@ def plan_request(
     from gpuplace.planner.fragmentation import DEFAULT_LLM_MIX, parse_mix
     from gpuplace.planner.request import PlanRequest
 
-    p = parse(PARAMS, params)
-    precision = Precision.parse(p["dtype"], p["kv_cache_dtype"])
-    gpus = tuple(catalog.get(g, field="gpus").name for g in _names(p["gpus"]))
+    p = parse_as(PlanValues, PARAMS, params)
+    precision = Precision.parse(p.dtype, p.kv_cache_dtype)
+    gpus = tuple(catalog.get(g, field="gpus").name for g in _names(p.gpus))
     for name in gpus:  # a GPU the user named explicitly cannot silently drop out of the plan
         refusal = precision.unsupported_on(catalog.get(name))
         if refusal:
@@ -210,29 +280,29 @@ def plan_request(
                 f"--gpus names {refusal}",
                 "Serve in bf16 (--dtype bf16 --kv-cache-dtype auto), or name Ada, Hopper or Blackwell GPUs",
             )
-    prices = {**parse_prices(p["price"]), **p["prices"]}
-    mix = p["task_mix"]
+    prices = {**parse_prices(p.price), **p.prices}
+    mix = p.task_mix
     return PlanRequest(
-        model=p["model"],
+        model=p.model,
         # 0 ms is "no bound", as for a load test; a plan needs every bound (PlanRequest says so).
-        slo=Slo.from_ms(ttft_ms=p["slo_ttft_ms"], tpot_ms=p["slo_tpot_ms"]).with_rate(p["rate"]),
+        slo=Slo.from_ms(ttft_ms=p.slo_ttft_ms, tpot_ms=p.slo_tpot_ms).with_rate(p.rate),
         traffic=Traffic.parse(
-            p["prompt_tokens"] or _DEFAULTS["prompt_tokens"],  # "": the default, as a KFP parameter spells it
-            p["output_tokens"] or _DEFAULTS["output_tokens"],
-            trace=p["trace"],
+            p.prompt_tokens or _DEFAULTS["prompt_tokens"],  # "": the default, as a KFP parameter spells it
+            p.output_tokens or _DEFAULTS["output_tokens"],
+            trace=p.trace,
         ),
         trace_lengths=tuple(trace_lengths),
-        deployment_name=p["name"],
-        fit_threshold=p["fit_threshold"],
+        deployment_name=p.name,
+        fit_threshold=p.fit_threshold,
         prices_usd_per_hour={catalog.get(n, field="prices").name: float(v) for n, v in prices.items()},
-        kinds=_names(p["kinds"] or _DEFAULTS["kinds"]),
+        kinds=_names(p.kinds or _DEFAULTS["kinds"]),
         gpus=gpus,
         precision=precision,
         task_mix=parse_mix(mix) if mix else DEFAULT_LLM_MIX,
         task_mix_source="given" if mix else "default mix",
-        breach_penalty_usd=p["breach_penalty_usd"],
-        margin=p["margin"] or _DEFAULTS["margin"],
-        max_load_share=p["max_load_share"],
+        breach_penalty_usd=p.breach_penalty_usd,
+        margin=p.margin or _DEFAULTS["margin"],
+        max_load_share=p.max_load_share,
     )
 
 
@@ -240,12 +310,12 @@ def serving_options(params: Mapping[str, Any]) -> ServingOptions:
     """How the plan's servers run, from :data:`PARAMS` by name; ``""`` takes the serving default."""
     from gpuplace.manifests import VLLM_IMAGE, ServingOptions
 
-    p = parse(SERVING, params)
+    p = parse_as(ServingValues, SERVING, params)
     return ServingOptions(
-        image=p["image"] or VLLM_IMAGE,
-        model_path=p["model_path"],
-        numa_align=p["numa_align"],
-        priority_class=p["priority_class"],
+        image=p.image or VLLM_IMAGE,
+        model_path=p.model_path,
+        numa_align=p.numa_align,
+        priority_class=p.priority_class,
     )
 
 
@@ -255,13 +325,13 @@ def emit_options(params: Mapping[str, Any]) -> EmitOptions:
     from gpuplace.manifests import EmitOptions
     from gpuplace.manifests.forms import DEFAULT_KUBE_VERSION, parse_forms
 
-    p = parse(FORMS, params)
+    p = parse_as(FormsValues, FORMS, params)
     return EmitOptions(
-        forms=parse_forms(_names(p["emit"])),
-        explicit=bool(p["emit"]),
-        kube_version=p["kube_version"] or DEFAULT_KUBE_VERSION,
-        router=not p["no_router"],
-        sharing=p["gpu_sharing"] or "time-slicing",
+        forms=parse_forms(_names(p.emit)),
+        explicit=bool(p.emit),
+        kube_version=p.kube_version or DEFAULT_KUBE_VERSION,
+        router=not p.no_router,
+        sharing=p.gpu_sharing or "time-slicing",
     )
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuplace.errors import InvalidInput
-from gpuplace.params import REQUIRED, Param, parse
+from gpuplace.params import REQUIRED, Param, parse_as
 from gpuplace.steps.plan import model_arch, trace_lengths
 
 if TYPE_CHECKING:
@@ -59,6 +60,30 @@ HEADROOM: tuple[Param, ...] = (
 PARAMS: tuple[Param, ...] = SHAPE + TRAFFIC + HEADROOM
 
 
+@dataclass(frozen=True, slots=True)
+class PredictValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    model: str
+    gpu: str
+    tp: int
+    mig_profile: str
+    share: float
+    dtype: str
+    kv_cache_dtype: str
+    operators: str
+    rate: float | None
+    arrival: str
+    concurrency: int | None
+    prompt_tokens: str
+    output_tokens: str
+    trace: str
+    requests: int
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+
+
 def parse_arrival(text: str) -> tuple[str, float]:
     """``poisson`` | ``constant`` | ``gamma:CV`` (CV, the coefficient of variation of the gaps: gamma
     shape 1/CV², so CV 1 is Poisson and CV > 1 burstier) → (process, gamma shape)."""
@@ -90,27 +115,27 @@ def run_predict_step(params: Mapping[str, Any], catalog: GpuCatalog) -> ShapePre
     from gpuplace.types.precision import Precision
     from gpuplace.types.workload import Traffic
 
-    v = parse(PARAMS, params)
-    if v["requests"] < 1:
-        raise InvalidInput("requests", v["requests"], "must be at least 1", "Give --requests 2000, say")
-    load = Load(rate_rps=v["rate"], concurrency=v["concurrency"])
-    process, shape = parse_arrival(v["arrival"])
+    v = parse_as(PredictValues, PARAMS, params)
+    if v.requests < 1:
+        raise InvalidInput("requests", v.requests, "must be at least 1", "Give --requests 2000, say")
+    load = Load(rate_rps=v.rate, concurrency=v.concurrency)
+    process, shape = parse_arrival(v.arrival)
     traffic = Traffic.parse(
-        v["prompt_tokens"], v["output_tokens"], arrival=process, burstiness=shape, trace=v["trace"]
+        v.prompt_tokens, v.output_tokens, arrival=process, burstiness=shape, trace=v.trace
     )
-    lengths = trace_lengths(v["trace"]) if v["trace"] else ()
-    arch = model_arch(v["model"], None)
-    spec = catalog.get(v["gpu"], field="gpu")
-    shape_of = shape_spec(arch, spec, tp=v["tp"], mig_profile=v["mig_profile"], share=v["share"])
-    slo = Slo.from_ms(ttft_ms=v["slo_ttft_ms"], tpot_ms=v["slo_tpot_ms"])
+    lengths = trace_lengths(v.trace) if v.trace else ()
+    arch = model_arch(v.model, None)
+    spec = catalog.get(v.gpu, field="gpu")
+    shape_of = shape_spec(arch, spec, tp=v.tp, mig_profile=v.mig_profile, share=v.share)
+    slo = Slo.from_ms(ttft_ms=v.slo_ttft_ms, tpot_ms=v.slo_tpot_ms)
     return predict(
         arch,
         shape_of,
         load,
-        TrafficShape.of(traffic, lengths, requests=v["requests"]),
+        TrafficShape.of(traffic, lengths, requests=v.requests),
         load_efficiency_table(),
-        precision=Precision.parse(v["dtype"], v["kv_cache_dtype"]),
+        precision=Precision.parse(v.dtype, v.kv_cache_dtype),
         slo=slo if slo.bounded else None,
         band=load_prediction_band(),
-        operators=read_operator_table(v["operators"]) if v["operators"] else None,
+        operators=read_operator_table(v.operators) if v.operators else None,
     )

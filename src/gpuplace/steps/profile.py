@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuplace.errors import InvalidInput
-from gpuplace.params import Param, parse
+from gpuplace.params import Param, parse_as
 from gpuplace.types import LatencyProfile
 
 if TYPE_CHECKING:  # torch: imported when the step runs, not when `gpuplace` builds its flags
@@ -104,6 +104,32 @@ PARAMS: tuple[Param, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ProfileValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    model: str
+    device: str
+    batch_sizes: str
+    prompt_tokens: str
+    output_tokens: str
+    dtypes: str
+    mode: str
+    repeats: int
+    warmup: int
+    seed: int
+    real_weights: bool
+    memory_limit_gib: float
+    gpu_catalog: str
+    breakdown: str
+    compile_options: str
+    measure_operators: bool
+    operator_max_tokens: int
+    allreduce_ranks: int
+    measure_engine_steps: bool
+
+
 def parse_int_list(field: str, text: str) -> tuple[int, ...]:
     """``"1,4,8"`` → (1, 4, 8), with an error naming the field for anything else."""
     try:
@@ -143,26 +169,26 @@ def profile_config(params: Mapping[str, Any]) -> ProfileConfig:
     other keys are ignored), validated."""
     from gpuplace.profiling.profiler import ProfileConfig
 
-    p = parse(PARAMS, params)
-    warmup = p["warmup"]
+    p = parse_as(ProfileValues, PARAMS, params)
+    warmup = p.warmup
     if warmup == AUTO_WARMUP:
-        warmup = 3 if p["mode"] in ("static", "both") else 2
+        warmup = 3 if p.mode in ("static", "both") else 2
     return ProfileConfig(
-        model=p["model"],
-        device=p["device"],
-        batch_sizes=parse_int_list("batch_sizes", p["batch_sizes"]),
-        prompt_tokens=parse_int_list("prompt_tokens", p["prompt_tokens"]),
-        output_tokens=parse_int_list("output_tokens", p["output_tokens"]),
-        dtypes=tuple(d.strip() for d in p["dtypes"].split(",") if d.strip()),
-        modes=(p["mode"],),
-        repeats=p["repeats"],
+        model=p.model,
+        device=p.device,
+        batch_sizes=parse_int_list("batch_sizes", p.batch_sizes),
+        prompt_tokens=parse_int_list("prompt_tokens", p.prompt_tokens),
+        output_tokens=parse_int_list("output_tokens", p.output_tokens),
+        dtypes=tuple(d.strip() for d in p.dtypes.split(",") if d.strip()),
+        modes=(p.mode,),
+        repeats=p.repeats,
         warmup=warmup,
-        seed=p["seed"],
-        random_weights=not p["real_weights"],
-        memory_limit_gib=p["memory_limit_gib"] or None,
-        gpu_catalog=p["gpu_catalog"] or None,
-        breakdown_out=p["breakdown"] or None,
-        compile_options=parse_options("compile_options", p["compile_options"]),
+        seed=p.seed,
+        random_weights=not p.real_weights,
+        memory_limit_gib=p.memory_limit_gib or None,
+        gpu_catalog=p.gpu_catalog or None,
+        breakdown_out=p.breakdown or None,
+        compile_options=parse_options("compile_options", p.compile_options),
     ).validated()
 
 
@@ -205,21 +231,21 @@ def operator_config(params: Mapping[str, Any]) -> OperatorConfig:
     the sweep, token counts in powers of two up to ``operator_max_tokens``, decode contexts too."""
     from gpuplace.profiling.operators import POWERS_OF_TWO, OperatorConfig
 
-    p = parse(PARAMS, params)
-    top = p["operator_max_tokens"]
+    p = parse_as(ProfileValues, PARAMS, params)
+    top = p.operator_max_tokens
     if top < 1:
         raise InvalidInput("operator_max_tokens", top, "must be at least 1", "e.g. 16384 (the default)")
     base = OperatorConfig()
     upto = tuple(t for t in (*POWERS_OF_TWO, *(2**i for i in range(15, 18))) if t <= top)
     return OperatorConfig(
-        model=p["model"],
-        device=p["device"],
-        dtypes=tuple(d.strip() for d in p["dtypes"].split(",") if d.strip()),
+        model=p.model,
+        device=p.device,
+        dtypes=tuple(d.strip() for d in p.dtypes.split(",") if d.strip()),
         gemm_tokens=upto,
         prefill_tokens=tuple(t for t in base.prefill_tokens if t <= top) or (top,),
         decode_contexts=tuple(c for c in base.decode_contexts if c <= top) or (top,),
-        allreduce_ranks=p["allreduce_ranks"],
-        seed=p["seed"],
+        allreduce_ranks=p.allreduce_ranks,
+        seed=p.seed,
     ).validated()
 
 

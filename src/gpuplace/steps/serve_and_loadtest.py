@@ -12,7 +12,7 @@ through :mod:`gpuplace.deploy.record`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from gpuplace.deploy.inline import BACKENDS, serve_inline
 from gpuplace.deploy.record import save_record
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.run import LoadTestResult, require_served, run_loadtest_to_paths
-from gpuplace.params import Param, defaults, parse
+from gpuplace.params import Param, defaults, parse_as
 from gpuplace.plandir import read_plan_dir
 from gpuplace.steps.loadtest import PARAMS as LOAD_TEST
 from gpuplace.steps.loadtest import load_test_config
@@ -63,6 +63,29 @@ PARAMS: tuple[Param, ...] = (
         cli=False,
     ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ServeAndLoadTestValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    prompt_tokens: str
+    output_tokens: str
+    trace: str
+    time_scale: float
+    rate: float
+    concurrency: int
+    max_requests: int
+    seed: int
+    startup_timeout_s: float
+    backend: str
+    kubeconfig: str
+    namespace: str
+    run_id: str
+    allow_misplacement: bool
+
+
 _DEFAULTS = defaults(PARAMS)
 
 
@@ -127,17 +150,17 @@ def compiled_package(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / name / "pipeline.yaml"
 
 
-def step_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def step_params(params: Mapping[str, Any]) -> ServeAndLoadTestValues:
     """``params`` by the names of :data:`PARAMS` (missing ones take its defaults, other keys are ignored),
     typed, the component's "unset" read: an empty backend is the local runner's, a 0 deadline and an empty
     namespace are the table's defaults."""
-    p = parse(PARAMS, params)
-    return {
-        **p,
-        "backend": p["backend"] or "local",
-        "startup_timeout_s": p["startup_timeout_s"] or _DEFAULTS["startup_timeout_s"],
-        "namespace": p["namespace"] or _DEFAULTS["namespace"],
-    }
+    p = parse_as(ServeAndLoadTestValues, PARAMS, params)
+    return replace(
+        p,
+        backend=p.backend or "local",
+        startup_timeout_s=p.startup_timeout_s or _DEFAULTS["startup_timeout_s"],
+        namespace=p.namespace or _DEFAULTS["namespace"],
+    )
 
 
 def run_serve_and_load_test_step(
@@ -152,25 +175,26 @@ def run_serve_and_load_test_step(
     """The ``serve_and_load_test`` component's step, ``params`` by the names of :data:`PARAMS` (read by
     :func:`step_params`): serve, load-test, write the deployment record beside the load test's outputs."""
     p = step_params(params)
-    backend = p["backend"]
+    backend = p.backend
     package = ""
     if backend == "testenv":
         package = str(compiled_package("orchestration_comparison"))
     # this task's inputs by the pipeline's parameter names, for the task pod's executor input
-    pipeline_args = pipeline_arguments("orchestration_comparison", "serve_and_loadtest", p)
+    values = asdict(p)
+    pipeline_args = pipeline_arguments("orchestration_comparison", "serve_and_loadtest", values)
     result = serve_and_load_test(
         plan_dir,
-        {name: value for name, value in p.items() if name in _load_test},  # the load test's rows
+        {name: value for name, value in values.items() if name in _load_test},  # the load test's rows
         workdir=str(deployment) + ".server",
         records=records,
         report=report,
         summary=summary,
-        startup_timeout_s=p["startup_timeout_s"],
+        startup_timeout_s=p.startup_timeout_s,
         backend=backend,
-        kubeconfig=p["kubeconfig"],
-        namespace=p["namespace"],
-        run_id=p["run_id"],
-        allow_misplacement=p["allow_misplacement"],
+        kubeconfig=p.kubeconfig,
+        namespace=p.namespace,
+        run_id=p.run_id,
+        allow_misplacement=p.allow_misplacement,
         package=package,
         arguments=pipeline_args,
     )

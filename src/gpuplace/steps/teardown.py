@@ -10,12 +10,13 @@ plan directory (:mod:`gpuplace.plandir`) and the record (:mod:`gpuplace.deploy.r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuplace.deploy import TARGETS, check_target, teardown
 from gpuplace.deploy.record import read_record
-from gpuplace.params import Param, parse
+from gpuplace.params import Param, parse_as
 from gpuplace.plandir import read_plan_dir
 from gpuplace.steps.deploy import CONNECTION
 
@@ -33,6 +34,19 @@ PARAMS: tuple[Param, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class TeardownValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    run_id: str
+    target: str
+    namespace: str
+    kubeconfig: str
+    context: str
+    timeout_s: float
+
+
 def run_teardown_step(
     plan_dir: str | Path | None,
     params: Mapping[str, Any],
@@ -44,16 +58,16 @@ def run_teardown_step(
     """Tear down; the one-line summary. ``params``: :data:`PARAMS` by name (other keys ignored); an empty
     ``kubeconfig`` means in-cluster when ``in_cluster`` (a KFP task) and the kubernetes target.
     ``record_field`` names the record's parameter in errors."""
-    p = parse(PARAMS, params)
-    check_target(p["target"])
-    kubeconfig = p["kubeconfig"] or ("in-cluster" if in_cluster and p["target"] == "kubernetes" else None)
+    p = parse_as(TeardownValues, PARAMS, params)
+    check_target(p.target)
+    kubeconfig = p.kubeconfig or ("in-cluster" if in_cluster and p.target == "kubernetes" else None)
     return teardown(
         read_plan_dir(plan_dir) if plan_dir else None,
-        target=p["target"],
+        target=p.target,
         kubeconfig=kubeconfig,
-        context=p["context"] or None,
-        namespace=p["namespace"],
+        context=p.context or None,
+        namespace=p.namespace,
         record=read_record(record, record_field) if record else None,
-        run_id=p["run_id"],
-        timeout_s=p["timeout_s"],
+        run_id=p.run_id,
+        timeout_s=p.timeout_s,
     )

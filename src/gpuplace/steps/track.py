@@ -25,7 +25,7 @@ from gpuplace.loadtest.io import (
     read_records,
     read_report,
 )
-from gpuplace.params import Param, parse
+from gpuplace.params import Param, parse_as
 from gpuplace.plandir import read_plan_dir
 from gpuplace.profiling.io import load_profile
 from gpuplace.report.plots import close_figures
@@ -99,6 +99,19 @@ PARAMS: tuple[Param, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class TrackValues:
+    """:data:`PARAMS`'s values, typed: one field per row, read by :func:`~gpuplace.params.parse_as` (its
+    defaults are the table's alone)."""
+
+    run_name: str
+    mlflow_uri: str
+    mlflow_experiment: str
+    mlflow_workdir: str
+    fallback_local: bool
+    kfp_run_id: str
+
+
 def track_run_step(
     params: Mapping[str, Any],
     *,
@@ -111,12 +124,12 @@ def track_run_step(
 ) -> TrackResult:
     """Log one pipeline run (``params``: :data:`PARAMS` by name, the ``track_run`` component's); fails
     (TrackingUnavailable) before logging anything if MLflow is down."""
-    p = parse(PARAMS, params)
+    p = parse_as(TrackValues, PARAMS, params)
     tracker = open_tracker(
-        p["mlflow_uri"] or None,
-        experiment=p["mlflow_experiment"],
-        workdir=p["mlflow_workdir"] or DEFAULT_WORKDIR,
-        fallback_local=p["fallback_local"],
+        p.mlflow_uri or None,
+        experiment=p.mlflow_experiment,
+        workdir=p.mlflow_workdir or DEFAULT_WORKDIR,
+        fallback_local=p.fallback_local,
     )
     plan = read_plan_dir(plan_dir) if plan_dir else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,12 +142,12 @@ def track_run_step(
             if records:
                 shutil.copyfile(records, loadtest_dir / RECORDS_PARQUET)
         bundle = RunBundle(
-            name=p["run_name"],
+            name=p.run_name,
             profile=load_profile(profile) if profile else None,
             profile_file=Path(profile) if profile else None,
             plan=plan,
             paths=(read_path(path, Path(deployment) if deployment else None, loadtest_dir),),
-            kfp_run_id=p["kfp_run_id"],
+            kfp_run_id=p.kfp_run_id,
         )
         run_id = log_pipeline_run(tracker, bundle)
     return TrackResult(run_id=run_id, where=tracker.describe(run_id), url=tracker.ui_url(run_id))
