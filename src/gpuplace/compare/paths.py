@@ -14,7 +14,7 @@ from gpuplace.compare.roi import roi
 from gpuplace.compare.score import DEFAULT_WEIGHTS, score
 from gpuplace.errors import CheckFailed, InvalidInput, UnknownName
 from gpuplace.types import Inventory
-from gpuplace.types.compare import PATHS, Comparison, PathMetrics
+from gpuplace.types.compare import PATHS, Comparison, PathMetrics, Roi
 from gpuplace.types.plan import PlacementPlan
 
 
@@ -74,22 +74,7 @@ def compare_paths(
     (path → more runs of the same workload, records included) are pooled with the first run and
     resampled run by run.
     """
-    names = [r.path for r in results]
-    if len(set(names)) != len(names):
-        raise InvalidInput("paths", names, "a path appears twice", "Give each path's results once")
-    missing = [p for p in required_paths if p not in names]
-    if missing:
-        raise InvalidInput(
-            "paths",
-            names,
-            f"no results for the {' and '.join(missing)} path",
-            "Give each path's deployment record and load-test report (docs/comparison.md#inputs)",
-        )
-    check_same_serving(results)
-    if not (penalty_usd_per_breach >= 0 and math.isfinite(penalty_usd_per_breach)):
-        raise InvalidInput(
-            "penalty_usd_per_breach", penalty_usd_per_breach, "must be a non-negative number", ""
-        )
+    _check_inputs(results, required_paths, penalty_usd_per_breach)
     metrics = tuple(
         path_metrics(
             r,
@@ -118,18 +103,78 @@ def compare_paths(
     )
     roi_view = None
     if engineering_weeks > 0 or saved_usd_per_quarter is not None:
-        chosen = adopt or card.winner or names[-1]
-        if chosen not in names:
-            raise UnknownName("adopt", chosen, names)
-        by_name = {m.path: m for m in metrics}
-        baseline = next(n for n in names if n != chosen)
-        roi_view = roi(
-            by_name[chosen],
-            by_name[baseline],
+        roi_view = _adoption_roi(
+            metrics,
+            [r.path for r in results],
+            adopt=adopt,
+            winner=card.winner,
             engineering_weeks=engineering_weeks,
             rate_usd_per_week=rate_usd_per_week,
             saved_usd_per_quarter=saved_usd_per_quarter,
         )
+    return Comparison(
+        paths=metrics,
+        score=card,
+        roi=roi_view,
+        plan=plan,
+        penalty_usd_per_breach=penalty_usd_per_breach,
+        slo=results[0].report.slo,
+        assessed={k: dict(v) for k, v in (assessed or {}).items()},
+        notes=_report_notes(results, metrics, replicates is not None),
+    )
+
+
+def _check_inputs(
+    results: Sequence[PathResult], required_paths: Sequence[str], penalty_usd_per_breach: float
+) -> None:
+    """Raise unless the paths are distinct, complete and of one serving spec, and the penalty is valid."""
+    names = [r.path for r in results]
+    if len(set(names)) != len(names):
+        raise InvalidInput("paths", names, "a path appears twice", "Give each path's results once")
+    missing = [p for p in required_paths if p not in names]
+    if missing:
+        raise InvalidInput(
+            "paths",
+            names,
+            f"no results for the {' and '.join(missing)} path",
+            "Give each path's deployment record and load-test report (docs/comparison.md#inputs)",
+        )
+    check_same_serving(results)
+    if not (penalty_usd_per_breach >= 0 and math.isfinite(penalty_usd_per_breach)):
+        raise InvalidInput(
+            "penalty_usd_per_breach", penalty_usd_per_breach, "must be a non-negative number", ""
+        )
+
+
+def _adoption_roi(
+    metrics: Sequence[PathMetrics],
+    names: Sequence[str],
+    *,
+    adopt: str,
+    winner: str,
+    engineering_weeks: float,
+    rate_usd_per_week: float,
+    saved_usd_per_quarter: float | None,
+) -> Roi:
+    """The ROI of adopting ``adopt`` (default: the winner, else the last path) instead of the other path."""
+    chosen = adopt or winner or names[-1]
+    if chosen not in names:
+        raise UnknownName("adopt", chosen, names)
+    by_name = {m.path: m for m in metrics}
+    baseline = next(n for n in names if n != chosen)
+    return roi(
+        by_name[chosen],
+        by_name[baseline],
+        engineering_weeks=engineering_weeks,
+        rate_usd_per_week=rate_usd_per_week,
+        saved_usd_per_quarter=saved_usd_per_quarter,
+    )
+
+
+def _report_notes(
+    results: Sequence[PathResult], metrics: Sequence[PathMetrics], has_intervals: bool
+) -> tuple[str, ...]:
+    """The report's caveats: synthetic inputs, a local serving target on both sides, no intervals."""
     # inputs that say they are made up (the sample of docs/comparison.md) make the whole report say so
     synthetic = sorted({n for r in results for n in r.deployment.notes if "synthetic" in n.lower()})
     notes = []
@@ -141,21 +186,12 @@ def compare_paths(
             "Both paths used the local serving target (one inference process on this machine): the "
             "latency and provisioning figures compare the orchestration code paths, not a GPU cluster."
         )
-    if replicates is None:
+    if not has_intervals:
         notes.append(
             "No per-request records for every path: the figures carry no interval and the verdict does "
             "not say whether it is beyond the noise (give each path's load-test folder)."
         )
-    return Comparison(
-        paths=metrics,
-        score=card,
-        roi=roi_view,
-        plan=plan,
-        penalty_usd_per_breach=penalty_usd_per_breach,
-        slo=results[0].report.slo,
-        assessed={k: dict(v) for k, v in (assessed or {}).items()},
-        notes=tuple(notes),
-    )
+    return tuple(notes)
 
 
 def _resampled(

@@ -269,6 +269,63 @@ def score(
     because a change of the machine between the runs cannot be told from a difference of the paths.
     """
     assessed = assessed or {}
+    _check_score_inputs(metrics, weights, assessed)
+    paths = [m.path for m in metrics]
+    raw, normalised, excluded, used = _scored_criteria(metrics, weights, assessed, paths)
+    noisy = replicates is not None and all(replicates.get(p) for p in paths)
+    extra: dict[str, object] = {}
+    if noisy:
+        assert replicates is not None
+        extra = _noise(metrics, used, normalised, raw, replicates, runs or {}, confidence)
+        over_runs = min((runs or {}).get(p, 1) for p in paths) >= noise.MIN_RUNS
+        if over_runs and run_figures is not None and run_slots is not None:
+            extra["normalised"], extra["tied"] = retie(
+                CRITERIA, normalised, extra, run_figures, run_slots, confidence
+            )
+        normalised = extra.pop("normalised")  # type: ignore[assignment]
+    totals = _totals(used, normalised)
+    winner, runner_up, margin = _verdict(totals)
+    leader = winner
+    if noisy:
+        # the point leader even when its margin is zero, so the interval has a sign to speak of
+        leader = winner or sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        if not _margin_names_leader(
+            extra,
+            leader,
+            margin,
+            totals=totals,
+            used=used,
+            normalised=normalised,
+            raw=raw,
+            fewest=min((runs or {}).get(p, 1) for p in paths),
+            confidence=confidence,
+            run_figures=run_figures,
+            run_slots=run_slots,
+        ):
+            winner = ""
+    base = totals[runner_up] if runner_up else math.nan
+    return ScoreCard(
+        weights=dict(weights),
+        normalised=normalised,
+        raw=raw,
+        totals=totals,
+        winner=winner,
+        runner_up=runner_up,
+        margin=margin,
+        relative_margin=margin / base if base and base > 0 else math.nan,
+        flips=flip_points(used, normalised, winner),
+        normalisation={c: CRITERIA[c].normalisation if c in CRITERIA else ASSESSED for c in normalised},
+        excluded=excluded,
+        leader=leader,
+        runs={p: (runs or {}).get(p, 1) for p in paths},
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _check_score_inputs(
+    metrics: Sequence[PathMetrics], weights: Mapping[str, float], assessed: Mapping[str, Mapping[str, float]]
+) -> None:
+    """Check there are two paths or more and the weights sum to 1 over known criteria."""
     if len(metrics) < 2:
         raise InvalidInput(
             "paths",
@@ -280,7 +337,15 @@ def score(
     for name in weights:
         if name not in CRITERIA and name not in assessed:
             raise UnknownName("weights", name, set(CRITERIA) | set(assessed))
-    paths = [m.path for m in metrics]
+
+
+def _scored_criteria(
+    metrics: Sequence[PathMetrics],
+    weights: Mapping[str, float],
+    assessed: Mapping[str, Mapping[str, float]],
+    paths: Sequence[str],
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], dict[str, str], dict[str, float]]:
+    """(raw figures, normalised scores, weighted criteria left out and why, the weights still used)."""
     raw: dict[str, dict[str, float]] = {}
     normalised: dict[str, dict[str, float]] = {}
     excluded: dict[str, str] = {}
@@ -305,60 +370,42 @@ def score(
             + "; ".join(f"{c}: {why}" for c, why in excluded.items()),
             "Weight criteria both paths measured (docs/comparison.md#metrics)",
         )
-    noisy = replicates is not None and all(replicates.get(p) for p in paths)
-    extra: dict[str, object] = {}
-    if noisy:
-        assert replicates is not None
-        extra = _noise(metrics, used, normalised, raw, replicates, runs or {}, confidence)
-        over_runs = min((runs or {}).get(p, 1) for p in paths) >= noise.MIN_RUNS
-        if over_runs and run_figures is not None and run_slots is not None:
-            extra["normalised"], extra["tied"] = retie(
-                CRITERIA, normalised, extra, run_figures, run_slots, confidence
-            )
-        normalised = extra.pop("normalised")  # type: ignore[assignment]
-    totals = _totals(used, normalised)
-    winner, runner_up, margin = _verdict(totals)
-    leader = winner
-    if noisy:
-        # the point leader even when its margin is zero, so the interval has a sign to speak of
-        leader = winner or sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-        signed: list[dict[str, float]] = extra.pop("signed")  # type: ignore[assignment]
-        diffs = [t[leader] - max(v for p, v in t.items() if p != leader) for t in signed]
-        low, high = noise.percentile_interval(diffs, confidence)
-        fewest = min((runs or {}).get(p, 1) for p in paths)
-        method = noise.REPEATS if fewest > 1 else noise.REQUESTS
-        if fewest >= noise.MIN_RUNS and run_figures is not None and run_slots is not None:
-            low, high = margin_over_runs(
-                CRITERIA, used, normalised, extra, raw, totals, leader, run_figures, run_slots, confidence
-            )
-            method = noise.RUNS
-        elif margin > 0 and low > 0:
-            extra["cannot_conclude"] = (
-                f"{fewest} run{'s' if fewest > 1 else ''} per path: a change of the machine between the runs "
-                f"cannot be told from a difference of the paths (a verdict needs {noise.MIN_RUNS} "
-                "interleaved runs per path)"
-            )
-        extra["margin_interval"] = (low, high)
-        extra["margin_method"] = method
-        if not (margin > 0 and low > 0) or extra.get("cannot_conclude"):
-            winner = ""
-    base = totals[runner_up] if runner_up else math.nan
-    return ScoreCard(
-        weights=dict(weights),
-        normalised=normalised,
-        raw=raw,
-        totals=totals,
-        winner=winner,
-        runner_up=runner_up,
-        margin=margin,
-        relative_margin=margin / base if base and base > 0 else math.nan,
-        flips=flip_points(used, normalised, winner),
-        normalisation={c: CRITERIA[c].normalisation if c in CRITERIA else ASSESSED for c in normalised},
-        excluded=excluded,
-        leader=leader,
-        runs={p: (runs or {}).get(p, 1) for p in paths},
-        **extra,  # type: ignore[arg-type]
-    )
+    return raw, normalised, excluded, used
+
+
+def _margin_names_leader(
+    extra: dict[str, object],
+    leader: str,
+    margin: float,
+    *,
+    totals: Mapping[str, float],
+    used: Mapping[str, float],
+    normalised: Mapping[str, Mapping[str, float]],
+    raw: Mapping[str, Mapping[str, float]],
+    fewest: int,
+    confidence: float,
+    run_figures: Mapping[str, Sequence[Mapping[str, float]]] | None,
+    run_slots: Mapping[str, Sequence[float]] | None,
+) -> bool:
+    """Put the interval of ``leader``'s margin in ``extra``; True when it lets the leader be the winner."""
+    signed: list[dict[str, float]] = extra.pop("signed")  # type: ignore[assignment]
+    diffs = [t[leader] - max(v for p, v in t.items() if p != leader) for t in signed]
+    low, high = noise.percentile_interval(diffs, confidence)
+    method = noise.REPEATS if fewest > 1 else noise.REQUESTS
+    if fewest >= noise.MIN_RUNS and run_figures is not None and run_slots is not None:
+        low, high = margin_over_runs(
+            CRITERIA, used, normalised, extra, raw, totals, leader, run_figures, run_slots, confidence
+        )
+        method = noise.RUNS
+    elif margin > 0 and low > 0:
+        extra["cannot_conclude"] = (
+            f"{fewest} run{'s' if fewest > 1 else ''} per path: a change of the machine between the runs "
+            f"cannot be told from a difference of the paths (a verdict needs {noise.MIN_RUNS} "
+            "interleaved runs per path)"
+        )
+    extra["margin_interval"] = (low, high)
+    extra["margin_method"] = method
+    return margin > 0 and low > 0 and not extra.get("cannot_conclude")
 
 
 def _noise(

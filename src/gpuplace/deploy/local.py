@@ -120,46 +120,18 @@ def deploy_local(
         )
     port = port or free_port(host)
     log_path = workdir / f"{name}.log"
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "PYTHONUNBUFFERED": "1",
-        "OMP_NUM_THREADS": str(LOCAL_TORCH_THREADS),
-    }
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            serve_command(model_dir, host=host, port=port, device=device, extra_args=extra_args),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=workdir,
-            # Its own session, so that the server outlives `gpuplace deploy` and teardown can stop
-            # the whole group (uvicorn and any worker it forks).
-            start_new_session=True,
-        )
+    proc = _start_server(
+        model_dir,
+        host=host,
+        port=port,
+        device=device,
+        extra_args=extra_args,
+        workdir=workdir,
+        log_path=log_path,
+    )
     started_at = time.time()
     endpoint = f"http://{host}:{port}"
-    deadline = time.monotonic() + startup_timeout_s
-    while True:
-        code = proc.poll()
-        if code is not None:
-            raise ServerStartFailed(
-                f"the local server for {model!r} exited with status {code} before it was ready; "
-                f"log {log_path}:\n{_log_tail(log_path)}"
-            )
-        if _get_json(endpoint + "/health") is not None:
-            models = _get_json(endpoint + "/v1/models")
-            if isinstance(models, dict) and models.get("data"):
-                break
-        if time.monotonic() > deadline:
-            _stop_pid(proc.pid)
-            raise ServerStartFailed(
-                f"the local server for {model!r} was not ready within {startup_timeout_s:g} s; "
-                f"log {log_path}:\n{_log_tail(log_path)}"
-            )
-        time.sleep(_POLL_S)
+    _wait_until_ready(proc, endpoint, model=model, log_path=log_path, startup_timeout_s=startup_timeout_s)
     ready_at = time.time()
     return DeploymentRecord(
         target="local",
@@ -188,6 +160,63 @@ def deploy_local(
             f"torch threads={LOCAL_TORCH_THREADS}",
         ),
     )
+
+
+def _start_server(
+    model_dir: Path,
+    *,
+    host: str,
+    port: int,
+    device: str,
+    extra_args: Sequence[str],
+    workdir: Path,
+    log_path: Path,
+) -> subprocess.Popen[bytes]:
+    """``transformers serve`` started offline in its own session, its output appended to ``log_path``."""
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": str(LOCAL_TORCH_THREADS),
+    }
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            serve_command(model_dir, host=host, port=port, device=device, extra_args=extra_args),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=workdir,
+            # Its own session, so that the server outlives `gpuplace deploy` and teardown can stop
+            # the whole group (uvicorn and any worker it forks).
+            start_new_session=True,
+        )
+
+
+def _wait_until_ready(
+    proc: subprocess.Popen[bytes], endpoint: str, *, model: str, log_path: Path, startup_timeout_s: float
+) -> None:
+    """Wait for ``/health`` and ``/v1/models``; raise :class:`ServerStartFailed` if it exits or times out."""
+    deadline = time.monotonic() + startup_timeout_s
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise ServerStartFailed(
+                f"the local server for {model!r} exited with status {code} before it was ready; "
+                f"log {log_path}:\n{_log_tail(log_path)}"
+            )
+        if _get_json(endpoint + "/health") is not None:
+            models = _get_json(endpoint + "/v1/models")
+            if isinstance(models, dict) and models.get("data"):
+                return
+        if time.monotonic() > deadline:
+            _stop_pid(proc.pid)
+            raise ServerStartFailed(
+                f"the local server for {model!r} was not ready within {startup_timeout_s:g} s; "
+                f"log {log_path}:\n{_log_tail(log_path)}"
+            )
+        time.sleep(_POLL_S)
 
 
 def _is_our_server(pid: int) -> bool:

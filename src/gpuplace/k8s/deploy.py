@@ -33,7 +33,7 @@ from gpuplace.k8s.dra import (
 )
 from gpuplace.k8s.errors import Conflict, Forbidden, KubeError, NotFound
 from gpuplace.k8s.labelling import labelled, pod_selector
-from gpuplace.k8s.measure import PlacementMismatch, served_on, wait_and_measure
+from gpuplace.k8s.measure import Measured, PlacementMismatch, served_on, wait_and_measure
 from gpuplace.k8s.provisioning import PodTimer, ProvisioningTimeout
 from gpuplace.k8s.retry import Deadline
 from gpuplace.k8s.rollout import RolloutTimeout, wait_for_rollout
@@ -228,6 +228,56 @@ def deploy_plan(
         for o in objects
     }
     runtime = runtime or KubeletRuntime(api, plan_dir.serving.served_model_name)
+    measured, applied = _apply_and_measure(
+        api,
+        plan_dir,
+        objects,
+        namespace,
+        runtime=runtime,
+        previous=previous,
+        on_failure=on_failure,
+        deadline=deadline,
+        say=say,
+        inventory=inventory,
+    )
+    record = _deployment_record(
+        plan_dir,
+        namespace,
+        measured,
+        runtime,
+        gpu_api=chosen_api,
+        api_note=api_note,
+        created_at=created_at,
+        path=path,
+    )
+    if record.mismatches() and not allow_misplacement:
+        runtime.discard()
+        cleanup = _clean_up(api, applied, previous, namespace, on_failure, plan.plan_id)
+        raise PlacementMismatch(
+            f"plan {plan.plan_id}: pods are not where the plan put them:\n  "
+            + "\n  ".join(record.mismatches())
+            + "\nPass --allow-misplacement to keep a deployment that differs from its plan.",
+            record=replace(record, ready=False),
+            cleanup=cleanup,
+        )
+    return record
+
+
+def _apply_and_measure(
+    api: Api,
+    plan_dir: PlanDir,
+    objects: Sequence[dict[str, Any]],
+    namespace: str,
+    *,
+    runtime: PodRuntime,
+    previous: Mapping[str, dict[str, Any] | None],
+    on_failure: str,
+    deadline: Deadline,
+    say: Callable[[str], None],
+    inventory: Inventory | None,
+) -> tuple[Measured, list[dict[str, Any]]]:
+    """Apply ``objects`` and wait until they serve: (their pods read back, the objects applied)."""
+    plan = plan_dir.plan
     selector = pod_selector(plan.plan_id)
     applied: list[dict[str, Any]] = []
     timer = PodTimer(api, namespace, label_selector=selector)
@@ -276,7 +326,22 @@ def deploy_plan(
     finally:
         timer.close()
         runtime.close()
+    return measured, applied
 
+
+def _deployment_record(
+    plan_dir: PlanDir,
+    namespace: str,
+    measured: Measured,
+    runtime: PodRuntime,
+    *,
+    gpu_api: str,
+    api_note: str,
+    created_at: str,
+    path: str,
+) -> DeploymentRecord:
+    """The record of the deployment as measured: where its pods serve, and any placement mismatch noted."""
+    plan = plan_dir.plan
     notes = [n for n in (api_note,) if n] + list(measured.notes)
     endpoint = _endpoint(plan_dir, namespace)
     if runtime.serves_locally:  # the servers are on this machine: the load test drives them, not the Service
@@ -299,25 +364,14 @@ def deploy_plan(
         served_model_name=measured.request_model,
         serving=measured.serving,
         path=path,
-        gpu_api=chosen_api,
+        gpu_api=gpu_api,
         runtime=runtime.name,
     )
-    record = replace(
+    return replace(
         record,
         served_on=served_on(plan, measured.pods, runtime),
         notes=tuple(notes + [f"placement mismatch: {m}" for m in record.mismatches()]),
     )
-    if record.mismatches() and not allow_misplacement:
-        runtime.discard()
-        cleanup = _clean_up(api, applied, previous, namespace, on_failure, plan.plan_id)
-        raise PlacementMismatch(
-            f"plan {plan.plan_id}: pods are not where the plan put them:\n  "
-            + "\n  ".join(record.mismatches())
-            + "\nPass --allow-misplacement to keep a deployment that differs from its plan.",
-            record=replace(record, ready=False),
-            cleanup=cleanup,
-        )
-    return record
 
 
 def _clean_up(

@@ -176,48 +176,7 @@ async def send(
                         continue
                     kind = "http_4xx" if resp.status < 500 else "http_5xx"
                     return failed(kind, f"HTTP {resp.status}: {text.strip()}", resp.status)
-                pending = ""
-                async for raw in resp.content:
-                    now = clock()
-                    line = raw.decode("utf-8", errors="replace").strip()
-                    if not line or line.startswith(":"):
-                        continue
-                    if not line.startswith("data:"):
-                        pending = line
-                        continue
-                    try:
-                        stream.feed(line[5:].strip(), now - start)
-                    except (ValueError, TypeError, AttributeError) as e:
-                        return failed("malformed", f"malformed SSE data {line[:120]!r}: {e}", resp.status)
-                    if stream.error:
-                        return failed("server_error", stream.error, resp.status)
-                end = clock()
-                if pending and not stream.chunk_times:
-                    return failed("malformed", f"not an SSE stream: {pending[:120]!r}", resp.status)
-                if not stream.finished:
-                    return failed(
-                        "stream_cut",
-                        f"stream closed after {len(stream.chunk_times)} chunks without a finish or [DONE]",
-                        resp.status,
-                    )
-                if not stream.chunk_times:
-                    return failed("empty", "the response carried no text", resp.status)
-                tokens, source = (
-                    (int(stream.usage_completion), "usage")
-                    if stream.usage_completion is not None
-                    else (len(stream.chunk_times), "chunks")
-                )
-                return RequestResult(
-                    **base,
-                    success=True,
-                    ttft_s=stream.chunk_times[0],
-                    e2e_s=end - start,
-                    chunk_times_s=tuple(stream.chunk_times),
-                    output_tokens=tokens,
-                    output_tokens_source=source,
-                    server_prompt_tokens=stream.usage_prompt,
-                    status=resp.status,
-                )
+                return await _streamed(resp, stream, start=start, clock=clock, base=base, failed=failed)
         except aiohttp.ClientConnectorError as e:
             return failed("connect", f"cannot connect to {endpoint.base_url}: {e}")
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as e:
@@ -230,3 +189,57 @@ async def send(
             # The run was stopped (Ctrl-C or the duration bound): the record is kept, then the task ends.
             return failed("cancelled", "the run stopped before the response completed")
     return failed("http_4xx", "the server kept rejecting the request's fields", 422)
+
+
+async def _streamed(
+    resp: aiohttp.ClientResponse,
+    stream: _Stream,
+    *,
+    start: float,
+    clock: Callable[[], float],
+    base: dict[str, Any],
+    failed: Callable[[str, str, int], RequestResult],
+) -> RequestResult:
+    """The result of a request the server accepted: its SSE stream read and timed, or why it failed."""
+    pending = ""
+    async for raw in resp.content:
+        now = clock()
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line or line.startswith(":"):
+            continue
+        if not line.startswith("data:"):
+            pending = line
+            continue
+        try:
+            stream.feed(line[5:].strip(), now - start)
+        except (ValueError, TypeError, AttributeError) as e:
+            return failed("malformed", f"malformed SSE data {line[:120]!r}: {e}", resp.status)
+        if stream.error:
+            return failed("server_error", stream.error, resp.status)
+    end = clock()
+    if pending and not stream.chunk_times:
+        return failed("malformed", f"not an SSE stream: {pending[:120]!r}", resp.status)
+    if not stream.finished:
+        return failed(
+            "stream_cut",
+            f"stream closed after {len(stream.chunk_times)} chunks without a finish or [DONE]",
+            resp.status,
+        )
+    if not stream.chunk_times:
+        return failed("empty", "the response carried no text", resp.status)
+    tokens, source = (
+        (int(stream.usage_completion), "usage")
+        if stream.usage_completion is not None
+        else (len(stream.chunk_times), "chunks")
+    )
+    return RequestResult(
+        **base,
+        success=True,
+        ttft_s=stream.chunk_times[0],
+        e2e_s=end - start,
+        chunk_times_s=tuple(stream.chunk_times),
+        output_tokens=tokens,
+        output_tokens_source=source,
+        server_prompt_tokens=stream.usage_prompt,
+        status=resp.status,
+    )

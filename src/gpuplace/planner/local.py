@@ -20,7 +20,7 @@ from gpuplace.errors import InvalidInput
 from gpuplace.planner.evaluate import meets_slo, planned_traffic, ratios, rejection_reasons
 from gpuplace.planner.offers import inputs_id, slug
 from gpuplace.planner.placement import fit_score
-from gpuplace.planner.replica import ReplicaModel, fluid_capacity_rps
+from gpuplace.planner.replica import ReplicaModel, TrafficShape, fluid_capacity_rps
 from gpuplace.planner.request import PlanRequest
 from gpuplace.planner.steptime import kv_bytes_per_token_per_gpu, measured_step_model
 from gpuplace.types import ModelArch
@@ -32,6 +32,7 @@ from gpuplace.types.plan import (
     NoFeasiblePlacement,
     Placement,
     PlacementPlan,
+    Prediction,
 )
 from gpuplace.units import to_ms
 
@@ -80,40 +81,9 @@ def load_share_limit(asked: float | None, steps: EngineStepProfile) -> float:
 def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> PlacementPlan:
     """One replica of the local engine on this machine, if it meets ``request.slo``; else
     :class:`NoFeasiblePlacement` naming its miss."""
+    traffic = _checked_traffic(arch, target, request)
     steps = target.steps
-    if steps.model != request.model or arch.name != request.model:
-        raise InvalidInput(
-            "engine_steps",
-            steps.model,
-            f"were measured with model {steps.model!r}, not {request.model!r}",
-            f"Measure them again: gpuplace profile --model {request.model} --engine-steps --out steps.json",
-        )
-    if request.precision.uses_fp8:
-        raise InvalidInput(
-            "dtype" if request.precision.fp8_weights else "kv_cache_dtype",
-            "fp8",
-            f"the local target serves with transformers serve on {target.unit}, measured in bf16",
-            "Plan the local target in bf16 (--dtype bf16 --kv-cache-dtype auto)",
-        )
-    expected = "cpu" if target.unit == "cpu" else "cuda"
-    if steps.device_kind != expected:
-        raise InvalidInput(
-            "engine_steps",
-            steps.device_name,
-            f"were measured on a {steps.device_kind} device; this machine serves on {target.unit}",
-            "Measure them again on this machine (gpuplace profile --engine-steps)",
-        )
-    traffic = planned_traffic(request)
     engine = target.engine
-    need = traffic.max_context_tokens
-    if engine.kv_capacity_tokens < need or engine.max_model_len < need:
-        raise InvalidInput(
-            "engine.num_gpu_blocks",
-            engine.num_gpu_blocks,
-            f"the local engine's KV cache holds {engine.kv_capacity_tokens} tokens; the longest request "
-            f"needs {need}",
-            "Pin a larger cache (more blocks) or plan shorter requests",
-        )
     model = measured_step_model(steps)
     replica = ReplicaModel(engine, model, traffic)
     per_block = engine.block_size * kv_bytes_per_token_per_gpu(arch, 1)
@@ -175,6 +145,59 @@ def plan_local(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> Pl
         + ("" if request.max_load_share is not None else f", {LIMIT_WHY.get(steps.device_kind, '')}")
         + ")",
     )
+    return _local_plan(target, request, chosen, pred, fit, notes)
+
+
+def _checked_traffic(arch: ModelArch, target: LocalTarget, request: PlanRequest) -> TrafficShape:
+    """The traffic to plan for, once the measured steps and the engine's KV cache are checked to serve it."""
+    steps = target.steps
+    if steps.model != request.model or arch.name != request.model:
+        raise InvalidInput(
+            "engine_steps",
+            steps.model,
+            f"were measured with model {steps.model!r}, not {request.model!r}",
+            f"Measure them again: gpuplace profile --model {request.model} --engine-steps --out steps.json",
+        )
+    if request.precision.uses_fp8:
+        raise InvalidInput(
+            "dtype" if request.precision.fp8_weights else "kv_cache_dtype",
+            "fp8",
+            f"the local target serves with transformers serve on {target.unit}, measured in bf16",
+            "Plan the local target in bf16 (--dtype bf16 --kv-cache-dtype auto)",
+        )
+    expected = "cpu" if target.unit == "cpu" else "cuda"
+    if steps.device_kind != expected:
+        raise InvalidInput(
+            "engine_steps",
+            steps.device_name,
+            f"were measured on a {steps.device_kind} device; this machine serves on {target.unit}",
+            "Measure them again on this machine (gpuplace profile --engine-steps)",
+        )
+    traffic = planned_traffic(request)
+    engine = target.engine
+    need = traffic.max_context_tokens
+    if engine.kv_capacity_tokens < need or engine.max_model_len < need:
+        raise InvalidInput(
+            "engine.num_gpu_blocks",
+            engine.num_gpu_blocks,
+            f"the local engine's KV cache holds {engine.kv_capacity_tokens} tokens; the longest request "
+            f"needs {need}",
+            "Pin a larger cache (more blocks) or plan shorter requests",
+        )
+    return traffic
+
+
+def _local_plan(
+    target: LocalTarget,
+    request: PlanRequest,
+    chosen: Candidate,
+    pred: Prediction,
+    fit: float,
+    notes: tuple[str, ...],
+) -> PlacementPlan:
+    """The plan of the chosen candidate: one replica on this machine, its id from the plan's inputs."""
+    steps = target.steps
+    engine = target.engine
     inputs = {"steps": steps.to_json_dict(), "engine": engine.to_json_dict(), "request": asdict(request)}
     plan_id = inputs_id(inputs)
     return PlacementPlan(

@@ -237,6 +237,74 @@ def _tradeoff(candidates: Sequence[Candidate]) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _feasible_in_order(
+    evaluated: Sequence[tuple[Candidate, OfferedShape]],
+) -> list[tuple[Candidate, OfferedShape]]:
+    """The feasible shapes in the order tried: cheapest first, then whole < MIG < shared, GPU name, TP."""
+    order = {k: i for i, k in enumerate(KINDS)}
+    return sorted(
+        ((c, s) for c, s in evaluated if c.verdict == "feasible"),
+        key=lambda cs: (
+            round(cs[0].cost_usd_per_hour, 9),
+            order[cs[0].kind],
+            cs[0].gpu,
+            cs[0].tp,
+            cs[0].mig_profile,
+            cs[0].share,
+        ),
+    )
+
+
+def _first_placed(
+    feasible: Sequence[tuple[Candidate, OfferedShape]],
+    nodes: Sequence[Node],
+    frag: FragmentationModel,
+    usable: Sequence[Node],
+    models: ServingModels,
+    request: PlanRequest,
+) -> tuple[tuple[Candidate, OfferedShape, tuple[Placement, ...], FleetState] | None, list[Candidate]]:
+    """The first shape that places (with its placements and fleet state), and each candidate's verdict."""
+    chosen: tuple[Candidate, OfferedShape, tuple[Placement, ...], FleetState] | None = None
+    final: list[Candidate] = []
+    for cand, shape in feasible:
+        if chosen is not None:
+            final.append(cand)
+            continue
+        state = FleetState.of(nodes, frag)
+        placements, why = _place(cand, shape, state, usable, models, request)
+        if not placements:
+            cand = replace(cand, verdict="rejected", reason=why)
+            final.append(cand)
+            continue
+        cand = replace(cand, verdict="chosen", fit_score=min(p.fit_score for p in placements))
+        chosen = (cand, shape, placements, state)
+        final.append(cand)
+    return chosen, final
+
+
+def _fragmentation_workload(
+    chosen: tuple[Candidate, OfferedShape, tuple[Placement, ...], FleetState],
+    nodes: Sequence[Node],
+    frag: FragmentationModel,
+    usable: Sequence[Node],
+    models: ServingModels,
+    request: PlanRequest,
+) -> dict[str, Any]:
+    """The workload fragmentation was measured against, and what FGD changed in the chosen placement."""
+    cand, shape, placements, state = chosen
+    # The same shape placed again without the fragmentation criterion: what FGD changed in this plan.
+    plain = FleetState.of(nodes, frag)
+    plain_placements, plain_why = _place(cand, shape, plain, usable, models, request, use_fragmentation=False)
+    return {
+        "source": request.task_mix_source,
+        "tasks": request.task_mix_tasks,
+        "classes": mix_to_json(request.task_mix),
+        "effect": _fragmentation_effect(
+            placements, state, plain_placements, plain, plain_why, FleetState.of(nodes, frag)
+        ),
+    }
+
+
 def plan_placement(
     arch: ModelArch,
     inventory: Inventory,
@@ -260,51 +328,17 @@ def plan_placement(
     shapes, rejected = enumerate_shapes(usable, catalog, request, arch)
     evaluated = [(models.evaluate(s), s) for s in shapes]
     rejected += [c for c, _ in evaluated if c.verdict == "rejected"]
-    order = {k: i for i, k in enumerate(KINDS)}
-    feasible = sorted(
-        ((c, s) for c, s in evaluated if c.verdict == "feasible"),
-        key=lambda cs: (
-            round(cs[0].cost_usd_per_hour, 9),
-            order[cs[0].kind],
-            cs[0].gpu,
-            cs[0].tp,
-            cs[0].mig_profile,
-            cs[0].share,
-        ),
-    )
+    feasible = _feasible_in_order(evaluated)
     frag = FragmentationModel(request.task_mix)
     before = FleetState.of(inventory.nodes, frag).fleet_fragmentation()
-    chosen: tuple[Candidate, OfferedShape, tuple[Placement, ...], FleetState] | None = None
-    final: list[Candidate] = []
-    for cand, shape in feasible:
-        if chosen is not None:
-            final.append(cand)
-            continue
-        state = FleetState.of(inventory.nodes, frag)
-        placements, why = _place(cand, shape, state, usable, models, request)
-        if not placements:
-            cand = replace(cand, verdict="rejected", reason=why)
-            rejected.append(cand)
-            final.append(cand)
-            continue
-        cand = replace(cand, verdict="chosen", fit_score=min(p.fit_score for p in placements))
-        chosen = (cand, shape, placements, state)
-        final.append(cand)
+    chosen, final = _first_placed(feasible, inventory.nodes, frag, usable, models, request)
+    # the shapes that could not be placed join the rejected, in the order they were tried
+    rejected += [c for c in final if c.verdict == "rejected"]
     if chosen is None:
         fix = _fits_nowhere(arch, rejected, request) + _fix_text(rejected, request)
         raise NoFeasiblePlacement(request.slo, tuple(rejected), fix)
+    workload = _fragmentation_workload(chosen, inventory.nodes, frag, usable, models, request)
     cand, shape, placements, state = chosen
-    # The same shape placed again without the fragmentation criterion: what FGD changed in this plan.
-    plain = FleetState.of(inventory.nodes, frag)
-    plain_placements, plain_why = _place(cand, shape, plain, usable, models, request, use_fragmentation=False)
-    workload = {
-        "source": request.task_mix_source,
-        "tasks": request.task_mix_tasks,
-        "classes": mix_to_json(request.task_mix),
-        "effect": _fragmentation_effect(
-            placements, state, plain_placements, plain, plain_why, FleetState.of(inventory.nodes, frag)
-        ),
-    }
     all_candidates = tuple(final) + tuple(c for c in rejected if c not in final)
     pid = plan_id_of(
         arch,

@@ -26,7 +26,7 @@ from gpuplace.loadtest.run import LoadTestResult, run_loadtest_to_paths
 from gpuplace.params import Param, parse_as
 from gpuplace.plandir import read_plan_dir
 from gpuplace.types import DeploymentRecord
-from gpuplace.types.plan import PlacementPlan, Slo
+from gpuplace.types.plan import PlacementPlan, Prediction, Slo
 from gpuplace.types.workload import LengthDist, Traffic
 from gpuplace.workload import check_rate
 
@@ -180,16 +180,7 @@ def load_test_config(
     if p.api not in APIS:
         raise InvalidInput("api", p.api, f"must be one of {', '.join(APIS)}", "")
     plan_slo = plan.slo if plan is not None else Slo()
-    predicted, prediction_note = None, ""
-    if plan is not None and plan.prediction is not None:
-        served_on = deployment.served_on if deployment is not None else ""
-        predicted = plan.prediction_for(served_on)
-        if predicted is None:
-            prediction_note = (
-                f"the plan's prediction is for {plan.chosen.unit}; the requests were served on "
-                f"{served_on or 'a device the load test does not know (no deployment record)'}: "
-                "not compared"
-            )
+    predicted, prediction_note = _plan_prediction(plan, deployment)
     return LoadTestConfig(
         endpoint=endpoint.rstrip("/"),
         model=model,
@@ -211,6 +202,23 @@ def load_test_config(
         plan_id=plan.plan_id if plan is not None else "",
         deployment_model=deployment_model,
         warmup=warmup,
+    )
+
+
+def _plan_prediction(
+    plan: PlacementPlan | None, deployment: DeploymentRecord | None
+) -> tuple[Prediction | None, str]:
+    """The plan's prediction when it is for the device the requests were served on, else why it is not
+    compared ("" when the plan has none)."""
+    if plan is None or plan.prediction is None:
+        return None, ""
+    served_on = deployment.served_on if deployment is not None else ""
+    predicted = plan.prediction_for(served_on)
+    if predicted is not None:
+        return predicted, ""
+    return None, (
+        f"the plan's prediction is for {plan.chosen.unit}; the requests were served on "
+        f"{served_on or 'a device the load test does not know (no deployment record)'}: not compared"
     )
 
 

@@ -29,12 +29,13 @@ TRACE_POD_LIST = "openb_pod_list_default.csv"
 if TYPE_CHECKING:  # the planner (numpy) and the plan directory (yaml): imported when the step runs
     from gpuplace.catalog import GpuCatalog
     from gpuplace.inventory import InventorySource
-    from gpuplace.manifests import EmitOptions, ServingOptions
+    from gpuplace.manifests import EmitOptions, ManifestSet, ServingOptions
     from gpuplace.plandir import PlanDir
     from gpuplace.planner.fragmentation import FleetWorkload
     from gpuplace.planner.local import LocalTarget
     from gpuplace.planner.request import PlanRequest
     from gpuplace.types import Inventory, LatencyProfile, ModelArch
+    from gpuplace.types.operators import OperatorTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,51 +201,27 @@ def run_plan_step(
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.inventory import inventory_source, load_inventory
     from gpuplace.manifests import EmitOptions, build_manifests, kfp_fragments, serving_spec
-    from gpuplace.manifests.local import local_kfp_fragments, local_serving_spec, node_manifests
-    from gpuplace.manifests.lws import multi_node_note, nodes_per_replica
     from gpuplace.plandir import write_plan_dir
-    from gpuplace.planner import plan_local, plan_placement
+    from gpuplace.planner import plan_placement
     from gpuplace.planner.fragmentation import FleetWorkload
     from gpuplace.planner.tables import candidates_table
-    from gpuplace.profiling import load_profile
-    from gpuplace.profiling.operator_table import read_operator_table
 
-    if profile is not None and not profile.is_file():
-        raise InvalidInput(
-            "profile", str(profile), "no such file", "Run `gpuplace profile --out <file>.parquet` first"
-        )
-    measured = load_profile(profile) if profile is not None else None
-    kernels = read_operator_table(operators) if operators is not None else None
-    arch = model_arch(request.model, measured)
+    measured, kernels, arch = _read_model_inputs(request.model, profile, operators)
     # what the request takes from files, each read once, added to it in one step
-    read: dict[str, Any] = {}
-    if request.traffic.trace and not request.trace_lengths:
-        read["trace_lengths"] = trace_lengths(request.traffic.trace)
-    if request.margin == "band" and not request.latency_margin:
-        read["latency_margin"] = band_margins()
+    read = _read_for_request(request)
     source = inventory_source(inventory)
     fleet = load_inventory(source, catalog=catalog)
     if fleet.is_local:
-        if operators is not None:
-            raise InvalidInput(
-                "operators",
-                str(operators),
-                "prices vLLM on a fleet's GPUs; the local target is priced by its engine's measured steps",
-                "Leave --operators out with --inventory local (give --engine-steps), or plan a fleet",
-            )
-        request = replace(request, **read)
-        plan = plan_local(arch, local_target(engine_steps, arch, fleet), request)
-        plan = replace(plan, serving=local_serving_spec(plan, local_image(options)))
-        table = candidates_table(plan)
-        written = write_plan_dir(
-            out,
-            plan,
-            manifests=node_manifests(plan),  # for a cluster node named like this machine (the real node)
-            alternatives={},
-            kfp=local_kfp_fragments(plan),
-            candidates_md=table,
+        return _run_local_plan(
+            request,
+            read,
+            arch,
+            fleet,
+            engine_steps=engine_steps,
+            operators=operators,
+            options=options,
+            out=out,
         )
-        return PlanStepResult(plan_dir=written, metrics=plan_metrics(plan), candidates_markdown=table)
     if request.task_mix_source != "given":
         mix = plan_workload(source, "", workload)
         read |= {"task_mix": mix.mix, "task_mix_source": mix.source, "task_mix_tasks": mix.tasks}
@@ -259,10 +236,7 @@ def run_plan_step(
     plan = replace(plan, serving=serving_spec(plan, fleet, options))
     emit = emit or EmitOptions()
     manifests = build_manifests(plan, fleet, options, emit)
-    notes = tuple(f"form {f} left out: {why}" for f, why in manifests.left_out.items())
-    notes += manifests.notes
-    if nodes_per_replica(plan) > 1:
-        notes += (multi_node_note(plan, manifests.forms, default=not emit.explicit),)
+    notes = _manifest_notes(plan, manifests, emit)
     if notes:
         plan = replace(plan, notes=(*plan.notes, *notes))
     table = candidates_table(plan)
@@ -276,3 +250,79 @@ def run_plan_step(
         forms=manifests.forms,
     )
     return PlanStepResult(plan_dir=written, metrics=plan_metrics(plan), candidates_markdown=table)
+
+
+def _read_model_inputs(
+    model: str, profile: Path | None, operators: Path | None
+) -> tuple[LatencyProfile | None, OperatorTable | None, ModelArch]:
+    """The measured profile and operator table (each when given) and the architecture of ``model``."""
+    from gpuplace.profiling import load_profile
+    from gpuplace.profiling.operator_table import read_operator_table
+
+    if profile is not None and not profile.is_file():
+        raise InvalidInput(
+            "profile", str(profile), "no such file", "Run `gpuplace profile --out <file>.parquet` first"
+        )
+    measured = load_profile(profile) if profile is not None else None
+    kernels = read_operator_table(operators) if operators is not None else None
+    return measured, kernels, model_arch(model, measured)
+
+
+def _read_for_request(request: PlanRequest) -> dict[str, Any]:
+    """What the request takes from files (the trace's lengths, the band margins), each read once."""
+    read: dict[str, Any] = {}
+    if request.traffic.trace and not request.trace_lengths:
+        read["trace_lengths"] = trace_lengths(request.traffic.trace)
+    if request.margin == "band" and not request.latency_margin:
+        read["latency_margin"] = band_margins()
+    return read
+
+
+def _run_local_plan(
+    request: PlanRequest,
+    read: Mapping[str, Any],
+    arch: ModelArch,
+    machine: Inventory,
+    *,
+    engine_steps: Path | None,
+    operators: Path | None,
+    options: ServingOptions,
+    out: Path,
+) -> PlanStepResult:
+    """Plan ``request`` (with what was ``read`` for it) onto this machine and write its plan directory."""
+    from gpuplace.manifests.local import local_kfp_fragments, local_serving_spec, node_manifests
+    from gpuplace.plandir import write_plan_dir
+    from gpuplace.planner import plan_local
+    from gpuplace.planner.tables import candidates_table
+
+    if operators is not None:
+        raise InvalidInput(
+            "operators",
+            str(operators),
+            "prices vLLM on a fleet's GPUs; the local target is priced by its engine's measured steps",
+            "Leave --operators out with --inventory local (give --engine-steps), or plan a fleet",
+        )
+    request = replace(request, **read)
+    plan = plan_local(arch, local_target(engine_steps, arch, machine), request)
+    plan = replace(plan, serving=local_serving_spec(plan, local_image(options)))
+    table = candidates_table(plan)
+    written = write_plan_dir(
+        out,
+        plan,
+        manifests=node_manifests(plan),  # for a cluster node named like this machine (the real node)
+        alternatives={},
+        kfp=local_kfp_fragments(plan),
+        candidates_md=table,
+    )
+    return PlanStepResult(plan_dir=written, metrics=plan_metrics(plan), candidates_markdown=table)
+
+
+def _manifest_notes(plan: PlacementPlan, manifests: ManifestSet, emit: EmitOptions) -> tuple[str, ...]:
+    """The plan's notes from its manifests: forms left out and why, their own notes, multi-node serving."""
+    from gpuplace.manifests.lws import multi_node_note, nodes_per_replica
+
+    notes = tuple(f"form {f} left out: {why}" for f, why in manifests.left_out.items())
+    notes += manifests.notes
+    if nodes_per_replica(plan) > 1:
+        notes += (multi_node_note(plan, manifests.forms, default=not emit.explicit),)
+    return notes
