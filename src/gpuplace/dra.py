@@ -357,18 +357,29 @@ def gpu_config_gates(params: object, field: str = "config", devices: int = 1) ->
             f"Remove it, or set strategy to {MPS if strategy == TIME_SLICING else TIME_SLICING}",
         )
     if strategy == TIME_SLICING:
-        slicing = _object(
-            sharing.get("timeSlicingConfig") or {}, f"{field}.timeSlicingConfig", frozenset({"interval"})
+        _check_time_slicing(sharing, field)
+    else:
+        _check_mps(sharing, field, devices)
+    return (STRATEGY_GATES[strategy],)
+
+
+def _check_time_slicing(sharing: Mapping[str, Any], field: str) -> None:
+    """Refuse a ``timeSlicingConfig`` the driver refuses: unknown fields or an unknown interval."""
+    slicing = _object(
+        sharing.get("timeSlicingConfig") or {}, f"{field}.timeSlicingConfig", frozenset({"interval"})
+    )
+    interval = slicing.get("interval", INTERVALS[0])  # Normalize: the Default interval
+    if interval not in INTERVALS:
+        raise InvalidInput(
+            f"{field}.timeSlicingConfig.interval",
+            interval,
+            "is not a time-slice interval",
+            f"Use one of {', '.join(INTERVALS)}",
         )
-        interval = slicing.get("interval", INTERVALS[0])  # Normalize: the Default interval
-        if interval not in INTERVALS:
-            raise InvalidInput(
-                f"{field}.timeSlicingConfig.interval",
-                interval,
-                "is not a time-slice interval",
-                f"Use one of {', '.join(INTERVALS)}",
-            )
-        return (STRATEGY_GATES[strategy],)
+
+
+def _check_mps(sharing: Mapping[str, Any], field: str, devices: int) -> None:
+    """Refuse an ``mpsConfig`` the driver refuses: unknown fields, a bad thread share or memory limit."""
     keys = frozenset(
         {
             "defaultActiveThreadPercentage",
@@ -376,8 +387,8 @@ def gpu_config_gates(params: object, field: str = "config", devices: int = 1) ->
             "defaultPerDevicePinnedMemoryLimit",
         }
     )
-    mps = _object(sharing.get("mpsConfig") or {}, f"{field}.mpsConfig", keys)
     field = f"{field}.mpsConfig"
+    mps = _object(sharing.get("mpsConfig") or {}, field, keys)
     percent = mps.get("defaultActiveThreadPercentage")
     if percent is not None and (
         isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100
@@ -405,4 +416,3 @@ def gpu_config_gates(params: object, field: str = "config", devices: int = 1) ->
                 "Key it by a device's uuid or its index in the claim",
             )
         _mebibytes(limit, at)
-    return (STRATEGY_GATES[strategy],)

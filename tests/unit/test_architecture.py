@@ -558,21 +558,7 @@ MAX_FUNCTION_LINES = 80
 # listed: a ratchet that may only shrink. The list is issue 34's item 5, not done: splitting the first,
 # the planner's hot path, needs the planner benchmark before and after (docs/architecture.md).
 LONG_FUNCTIONS = {
-    "gpuplace.profiling.engine_steps:measure_engine_steps": 124,
-    "gpuplace.inventory.cluster:_node": 119,
-    "gpuplace.manifests.kfp_pod:kfp_task_pod": 105,
-    "gpuplace.manifests.kfp_pod:_platform_patch": 101,
-    "gpuplace.k8s.kfp_task:run_task_pod": 99,
-    "gpuplace.deploy.dispatch:deploy": 97,
     "gpuplace.testenv.controlplane:_commands": 93,
-    "gpuplace.loadtest.runner:_run": 92,
-    "gpuplace.profiling.profiler:run_profile": 92,
-    "gpuplace.inventory.fleetfile:_gpu_group": 90,
-    "gpuplace.compare.metrics:path_metrics": 85,
-    "gpuplace.dra:gpu_config_gates": 85,
-    "gpuplace.extender.config:manifests": 84,
-    "gpuplace.cli.extender:add_arguments": 82,
-    "gpuplace.k8s.measure:measure_pods": 82,
 }
 
 

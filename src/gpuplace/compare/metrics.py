@@ -162,6 +162,45 @@ def monthly_cost_usd(fleet: Inventory, held: HeldGpus, catalog: GpuCatalog) -> f
     return total * HOURS_PER_MONTH
 
 
+def _cost(
+    held: HeldGpus, fleet: Inventory | None, catalog: GpuCatalog | None, notes: list[str]
+) -> tuple[float, str]:
+    """(monthly cost, where its prices came from) of what was held; NaN and "" when unknown, noting why."""
+    cost, cost_source = math.nan, ""
+    if held.level != "none" and fleet is not None and catalog is not None:
+        cost = monthly_cost_usd(fleet, held, catalog)
+        cost_source = {
+            "device": "catalog prices of the allocated devices",
+            "node": "catalog price of each node's GPU × GPUs in the pods' limits (node level)",
+        }.get(held.level, "catalog prices (devices and node level)")
+        if math.isnan(cost):
+            cost_source = ""
+            notes.append("cost unknown: a held GPU is not in the fleet, or its node has several GPU models")
+    return cost, cost_source
+
+
+def _fragmentation(
+    held: HeldGpus, fleet: Inventory | None, fragmentation: FragmentationFn | None, notes: list[str]
+) -> tuple[float, str, float]:
+    """(fleet FGD after the held devices, its source, that per fleet GPU); NaN when unknown, noting why."""
+    frag, frag_source, ratio = math.nan, "", math.nan
+    if held.level == "device" and fleet is not None and fragmentation is not None:
+        if all(g in {d.id for _, d in fleet.devices()} for g in held.devices):
+            frag, frag_source = (
+                fragmentation(fleet_after(fleet, held.devices)),
+                "FGD of the fleet after the allocated devices",
+            )
+        else:
+            notes.append("fragmentation unknown: an allocated device is not in the fleet")
+    elif held.level in ("node", "mixed"):
+        notes.append(
+            "fragmentation unknown: the device plugin does not say which GPUs it gave (node level only)"
+        )
+    if fleet is not None and fleet.gpu_count:
+        ratio = frag / fleet.gpu_count
+    return frag, frag_source, ratio
+
+
 def path_metrics(
     result: PathResult,
     *,
@@ -181,32 +220,8 @@ def path_metrics(
             "no GPUs held through Kubernetes (local serving): GPU-hours, cost and fragmentation unknown"
         )
 
-    cost, cost_source = math.nan, ""
-    if held.level != "none" and fleet is not None and catalog is not None:
-        cost = monthly_cost_usd(fleet, held, catalog)
-        cost_source = {
-            "device": "catalog prices of the allocated devices",
-            "node": "catalog price of each node's GPU × GPUs in the pods' limits (node level)",
-        }.get(held.level, "catalog prices (devices and node level)")
-        if math.isnan(cost):
-            cost_source = ""
-            notes.append("cost unknown: a held GPU is not in the fleet, or its node has several GPU models")
-
-    frag, frag_source, ratio = math.nan, "", math.nan
-    if held.level == "device" and fleet is not None and fragmentation is not None:
-        if all(g in {d.id for _, d in fleet.devices()} for g in held.devices):
-            frag, frag_source = (
-                fragmentation(fleet_after(fleet, held.devices)),
-                "FGD of the fleet after the allocated devices",
-            )
-        else:
-            notes.append("fragmentation unknown: an allocated device is not in the fleet")
-    elif held.level in ("node", "mixed"):
-        notes.append(
-            "fragmentation unknown: the device plugin does not say which GPUs it gave (node level only)"
-        )
-    if fleet is not None and fleet.gpu_count:
-        ratio = frag / fleet.gpu_count
+    cost, cost_source = _cost(held, fleet, catalog, notes)
+    frag, frag_source, ratio = _fragmentation(held, fleet, fragmentation, notes)
 
     rate = rep.slo.rate_rps if rep.slo.rate_rps is not None else rep.request_throughput_rps
     breaches = sla_breaches_per_month(rep.slo_attainment, rate)

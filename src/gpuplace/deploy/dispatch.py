@@ -7,12 +7,16 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuplace.deploy.record import read_record, write_record
 from gpuplace.deploy.registry import local_registry_path, register_standin, stop_standins
 from gpuplace.errors import InvalidInput
 from gpuplace.plandir import PlanDir
 from gpuplace.types import DeploymentRecord
+
+if TYPE_CHECKING:
+    from gpuplace.deploy.standin import LocalStandIn
 
 TARGETS = ("kubernetes", "local")
 RUNTIMES = ("auto", "kubelet", "standin", "none")
@@ -37,6 +41,45 @@ def check_target(target: str, port: int = 0) -> None:
         raise InvalidInput(
             "port", port, "is for --target local only", "Drop --port: a cluster serves on the plan's port"
         )
+
+
+def _deploy_local(
+    planned: PlanDir, run_id: str, timeout_s: float, workdir: str | Path | None, path: str, port: int
+) -> DeploymentRecord:
+    """Serve the plan on this machine and register its record under the plan id (and the run id)."""
+    from gpuplace.deploy.served import serve_local
+
+    plan = planned.plan
+    record: DeploymentRecord = serve_local(
+        plan.model,
+        workdir=Path(workdir or planned.path / "local"),
+        startup_timeout_s=timeout_s,
+        name=plan.deployment_name,
+        path=path,
+        serving=plan.serving,
+        port=port,
+    )
+    record = replace(record, plan_id=plan.plan_id)
+    for key in (plan.plan_id, f"run-{run_id}" if run_id else ""):
+        if key:
+            write_record(record, local_registry_path(key).parent)
+    return record
+
+
+def _local_standin(
+    planned: PlanDir, kubeconfig: str | None, timeout_s: float, workdir: str | Path | None
+) -> LocalStandIn:
+    """The runtime serving the testenv's KWOK pods on this machine; refused when the model does not fit."""
+    from gpuplace.deploy.memory import require_fits_memory
+    from gpuplace.deploy.standin import LocalStandIn, testenv_servers_dir
+
+    require_fits_memory(planned.plan.model)  # the stand-in and the real node both serve on this machine
+    return LocalStandIn(
+        planned.plan.model,
+        workdir=Path(workdir or planned.path / "standin"),
+        startup_timeout_s=timeout_s,
+        register_dir=testenv_servers_dir(kubeconfig),
+    )
 
 
 def deploy(
@@ -68,22 +111,7 @@ def deploy(
     run_id = run_id or os.environ.get("KFP_RUN_ID", "")
     plan = planned.plan
     if target == "local":
-        from gpuplace.deploy.served import serve_local
-
-        record: DeploymentRecord = serve_local(
-            plan.model,
-            workdir=Path(workdir or planned.path / "local"),
-            startup_timeout_s=timeout_s,
-            name=plan.deployment_name,
-            path=path,
-            serving=plan.serving,
-            port=port,
-        )
-        record = replace(record, plan_id=plan.plan_id)
-        for key in (plan.plan_id, f"run-{run_id}" if run_id else ""):
-            if key:
-                write_record(record, local_registry_path(key).parent)
-        return record
+        return _deploy_local(planned, run_id, timeout_s, workdir, path, port)
     from gpuplace.k8s import Api, connect, deploy_plan
     from gpuplace.k8s.runtime import KubeletRuntime, NoServeCheck, PodRuntime
 
@@ -92,18 +120,10 @@ def deploy(
     standin = None
     image_notes: tuple[str, ...] = ()
     if kind == "standin":
-        from gpuplace.deploy.memory import require_fits_memory
-        from gpuplace.deploy.standin import LocalStandIn, testenv_servers_dir
         from gpuplace.deploy.testenv_runtime import TestenvRuntime, real_node_of, with_local_images
         from gpuplace.testenv.nodeimages import built_images
 
-        require_fits_memory(plan.model)  # the stand-in and the real node both serve on this machine
-        standin = LocalStandIn(
-            plan.model,
-            workdir=Path(workdir or planned.path / "standin"),
-            startup_timeout_s=timeout_s,
-            register_dir=testenv_servers_dir(kubeconfig),
-        )
+        standin = _local_standin(planned, kubeconfig, timeout_s, workdir)
         pod_runtime = standin
         real_node = real_node_of(kubeconfig)
         if real_node:

@@ -113,26 +113,12 @@ def rbac_rules() -> list[dict[str, Any]]:
     ]
 
 
-def manifests(
-    *,
-    namespace: str = DEFAULT_NAMESPACE,
-    image: str = DEFAULT_IMAGE,
-    port: int = DEFAULT_PORT,
-    replicas: int = 1,
-    task_mix: str = "",
-) -> list[dict[str, Any]]:
-    """ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment and Service for the extender."""
-    if not 0 < port < 65536:
-        raise InvalidInput("port", port, "is not a TCP port", f"e.g. {DEFAULT_PORT}")
-    if replicas != 1:
-        # Assignments are chosen from one process's view; two replicas could hand out the same GPUs.
-        raise InvalidInput("replicas", replicas, "must be 1", "Run one extender per scheduler")
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuplace"}
-    meta = {"name": NAME, "namespace": namespace, "labels": labels}
+def _container(image: str, port: int, task_mix: str) -> dict[str, Any]:
+    """The Deployment's one container: ``gpuplace extender serve`` in-cluster on ``port``, locked down."""
     args = ["extender", "serve", "--host", "0.0.0.0", "--port", str(port), "--in-cluster"]
     if task_mix:
         args += ["--task-mix", task_mix]
-    container = {
+    return {
         "name": "extender",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
@@ -153,6 +139,25 @@ def manifests(
             "capabilities": {"drop": ["ALL"]},
         },
     }
+
+
+def manifests(
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    image: str = DEFAULT_IMAGE,
+    port: int = DEFAULT_PORT,
+    replicas: int = 1,
+    task_mix: str = "",
+) -> list[dict[str, Any]]:
+    """ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment and Service for the extender."""
+    if not 0 < port < 65536:
+        raise InvalidInput("port", port, "is not a TCP port", f"e.g. {DEFAULT_PORT}")
+    if replicas != 1:
+        # Assignments are chosen from one process's view; two replicas could hand out the same GPUs.
+        raise InvalidInput("replicas", replicas, "must be 1", "Run one extender per scheduler")
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuplace"}
+    meta = {"name": NAME, "namespace": namespace, "labels": labels}
+    container = _container(image, port, task_mix)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {

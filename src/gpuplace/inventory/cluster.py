@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -93,6 +93,93 @@ def _mig_gpu_of(slices: Sequence[str], spec: GpuSpec | None, first_index: int) -
     return out
 
 
+def _mig_strategy(labels: Mapping[str, str], name: str, warnings: list[str]) -> str:
+    """The node's MIG strategy label; an unknown one is read as ``mixed``, with a warning."""
+    strategy = labels.get(L.MIG_STRATEGY, "none")
+    if strategy not in MIG_STRATEGIES:
+        warnings.append(f"node/{name}: label {L.MIG_STRATEGY}={strategy!r} unknown; read as 'mixed'")
+        strategy = "mixed"
+    return strategy
+
+
+def _mig_slices(
+    alloc: Mapping[str, Any], name: str, strategy: str, mig_match: re.Match[str] | None, whole: int
+) -> tuple[int, list[str]]:
+    """The whole GPUs and MIG slices the node allocates (under the single strategy its GPUs are slices)."""
+    slices: list[str] = []
+    if strategy == "single" and mig_match:
+        slices = [mig_match.group(2)] * whole
+        whole = 0
+    for resource, value in sorted(alloc.items()):
+        if str(resource).startswith(L.MIG_RESOURCE_PREFIX):
+            slices += [str(resource)[len(L.MIG_RESOURCE_PREFIX) :]] * int(
+                quantity(value, f"node/{name}.{resource}")
+            )
+    return whole, slices
+
+
+def _slice_gpus(
+    slices: list[str], topology: Mapping[int, Mapping[str, Any]], spec: GpuSpec | None, first_index: int
+) -> tuple[list[str], list[int]]:
+    """The slices and their GPU indices: the annotation's layout when it lists exactly them, else packed."""
+    layout = [(int(i), str(p)) for i, t in sorted(topology.items()) for p in t.get("mig") or ()]
+    if slices and sorted(p for _, p in layout) == sorted(slices):
+        slice_gpu = [i for i, _ in layout]
+        slices = [p for _, p in layout]
+    else:
+        slice_gpu = _mig_gpu_of(slices, spec, first_index)
+    return slices, slice_gpu
+
+
+def _mig_devices(
+    name: str,
+    spec: GpuSpec | None,
+    product: str,
+    placed: Iterable[tuple[str, int]],
+    where: Callable[[int], tuple[int, str, str]],
+    strategy: str,
+    requested: Counter[str],
+) -> list[GpuDevice]:
+    """The node's MIG slices as devices, from each one's profile and physical GPU index (``placed``)."""
+    gpu_name = spec.name if spec else ""
+    taken = requested.get(L.GPU_RESOURCE, 0)
+    mig_memory = {m.name: m.memory_gib for m in spec.mig_profiles} if spec else {}
+    devices = []
+    seen: Counter[str] = Counter()
+    for s, index in placed:
+        resource = L.GPU_RESOURCE if strategy == "single" else L.MIG_RESOURCE_PREFIX + s
+        k = seen[s]
+        seen[s] += 1
+        numa, switch, _ = where(index)
+        in_use = (taken if strategy == "single" else requested.get(resource, 0)) > k
+        devices.append(
+            GpuDevice(
+                id=f"{name}/gpu{index}/{s}-{k}",
+                index=index,
+                gpu=gpu_name,
+                product=product,
+                memory_gib=mig_memory.get(s, float(s.split("g.")[1].rstrip("gb"))),
+                numa_node=numa,
+                pcie_switch=switch,
+                mig_profile=s,
+                allocated=1.0 if in_use else 0.0,
+            )
+        )
+    return devices
+
+
+def _taints(obj: Mapping[str, Any]) -> tuple[Taint, ...]:
+    """The taints in a Node object's spec."""
+    return tuple(
+        Taint(
+            key=str(t.get("key", "")),
+            value=str(t.get("value") or ""),
+            effect=str(t.get("effect", "NoSchedule")),
+        )
+        for t in (obj.get("spec") or {}).get("taints") or ()
+    )
+
+
 def _node(
     obj: Mapping[str, Any],
     catalog: GpuCatalog,
@@ -106,10 +193,7 @@ def _node(
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     status = obj.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
-    strategy = labels.get(L.MIG_STRATEGY, "none")
-    if strategy not in MIG_STRATEGIES:
-        warnings.append(f"node/{name}: label {L.MIG_STRATEGY}={strategy!r} unknown; read as 'mixed'")
-        strategy = "mixed"
+    strategy = _mig_strategy(labels, name, warnings)
     product = labels.get(L.PRODUCT, "")
     mig_match = _MIG_PRODUCT.match(product)
     base_product = mig_match.group(1) if mig_match else product
@@ -119,15 +203,7 @@ def _node(
         int(quantity(alloc.get(L.GPU_RESOURCE, 0), f"node/{name}.allocatable.{L.GPU_RESOURCE}")) // sharing
     )
     spec = match_product(base_product, catalog, None) if base_product else None
-    slices: list[str] = []
-    if strategy == "single" and mig_match:
-        slices = [mig_match.group(2)] * whole
-        whole = 0
-    for resource, value in sorted(alloc.items()):
-        if str(resource).startswith(L.MIG_RESOURCE_PREFIX):
-            slices += [str(resource)[len(L.MIG_RESOURCE_PREFIX) :]] * int(
-                quantity(value, f"node/{name}.{resource}")
-            )
+    whole, slices = _mig_slices(alloc, name, strategy, mig_match, whole)
     if (whole or slices) and spec is None:
         warnings.append(
             f"node/{name}: {L.PRODUCT}={product!r} is not in the GPU catalog; its GPUs are kept as unknown "
@@ -135,12 +211,7 @@ def _node(
         )
     topology = _topology(annotations, name)
     numa_nodes = int(annotations.get(L.NUMA_NODES_ANNOTATION) or 1)
-    layout = [(int(i), str(p)) for i, t in sorted(topology.items()) for p in t.get("mig") or ()]
-    if slices and sorted(p for _, p in layout) == sorted(slices):
-        slice_gpu = [i for i, _ in layout]
-        slices = [p for _, p in layout]
-    else:
-        slice_gpu = _mig_gpu_of(slices, spec, whole)
+    slices, slice_gpu = _slice_gpus(slices, topology, spec, whole)
     physical = whole + len(set(slice_gpu))
     sxm = spec is not None and spec.form_factor.startswith("sxm") and spec.nvlink_gbps > 0
 
@@ -169,40 +240,13 @@ def _node(
                 allocated=min(1.0, max(0.0, (taken - i * sharing) / sharing)),
             )
         )
-    mig_memory = {m.name: m.memory_gib for m in spec.mig_profiles} if spec else {}
-    seen: Counter[str] = Counter()
-    for s, index in zip(slices, slice_gpu, strict=True):
-        resource = L.GPU_RESOURCE if strategy == "single" else L.MIG_RESOURCE_PREFIX + s
-        k = seen[s]
-        seen[s] += 1
-        numa, switch, _ = where(index)
-        in_use = (taken if strategy == "single" else requested.get(resource, 0)) > k
-        devices.append(
-            GpuDevice(
-                id=f"{name}/gpu{index}/{s}-{k}",
-                index=index,
-                gpu=gpu_name,
-                product=base_product,
-                memory_gib=mig_memory.get(s, float(s.split("g.")[1].rstrip("gb"))),
-                numa_node=numa,
-                pcie_switch=switch,
-                mig_profile=s,
-                allocated=1.0 if in_use else 0.0,
-            )
-        )
-    taints = tuple(
-        Taint(
-            key=str(t.get("key", "")),
-            value=str(t.get("value") or ""),
-            effect=str(t.get("effect", "NoSchedule")),
-        )
-        for t in (obj.get("spec") or {}).get("taints") or ()
-    )
+    placed = zip(slices, slice_gpu, strict=True)
+    devices += _mig_devices(name, spec, base_product, placed, where, strategy, requested)
     return Node(
         name=name,
         gpus=tuple(devices),
         labels=MappingProxyType(labels),
-        taints=taints,
+        taints=_taints(obj),
         zone=_first_label(labels, ZONE_LABELS),
         rack=_first_label(labels, RACK_LABELS),
         cpu_cores=int(quantity(alloc.get("cpu", 0), f"node/{name}.allocatable.cpu")),

@@ -169,6 +169,25 @@ def mig_layout(spec: GpuSpec, profiles: Sequence[str], path: str) -> None:
         )
 
 
+def _mig_slices(mig_raw: object, path: str) -> list[tuple[str, float]]:
+    """A GPU group's ``mig`` list as (profile, allocated): each entry a profile or {profile, allocated}."""
+    if not isinstance(mig_raw, list) or not mig_raw:
+        raise _fail(f"{path}.mig", mig_raw, "must be a non-empty list of profiles or {profile, allocated}")
+    slices: list[tuple[str, float]] = []
+    for j, s in enumerate(mig_raw):
+        if isinstance(s, Mapping):
+            _check_keys(s, frozenset({"profile", "allocated"}), f"{path}.mig[{j}]")
+            slices.append(
+                (
+                    _str(s.get("profile"), f"{path}.mig[{j}].profile", allow_empty=False),
+                    _float(s.get("allocated", 0.0), f"{path}.mig[{j}].allocated", maximum=1.0),
+                )
+            )
+        else:
+            slices.append((_str(s, f"{path}.mig[{j}]", allow_empty=False), 0.0))
+    return slices
+
+
 def _gpu_group(
     raw: object, path: str, node_name: str, first_index: int, catalog: GpuCatalog, warnings: list[str]
 ) -> list[GpuDevice]:
@@ -215,20 +234,7 @@ def _gpu_group(
             "is set on a MIG-partitioned GPU",
             "Give allocated per slice inside mig",
         )
-    if not isinstance(mig_raw, list) or not mig_raw:
-        raise _fail(f"{path}.mig", mig_raw, "must be a non-empty list of profiles or {profile, allocated}")
-    slices: list[tuple[str, float]] = []
-    for j, s in enumerate(mig_raw):
-        if isinstance(s, Mapping):
-            _check_keys(s, frozenset({"profile", "allocated"}), f"{path}.mig[{j}]")
-            slices.append(
-                (
-                    _str(s.get("profile"), f"{path}.mig[{j}].profile", allow_empty=False),
-                    _float(s.get("allocated", 0.0), f"{path}.mig[{j}].allocated", maximum=1.0),
-                )
-            )
-        else:
-            slices.append((_str(s, f"{path}.mig[{j}]", allow_empty=False), 0.0))
+    slices = _mig_slices(mig_raw, path)
     if spec is None:
         raise _fail(
             f"{path}.product",

@@ -19,22 +19,25 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplace.errors import GpuplaceError
 from gpuplace.k8s.api import Api
 from gpuplace.k8s.deploy import DeployFailed
 from gpuplace.k8s.dra import PodPlacement
 from gpuplace.k8s.errors import KubeError
-from gpuplace.k8s.measure import PlacementMismatch, gpu_taken, served_on, wait_and_measure
+from gpuplace.k8s.measure import Measured, PlacementMismatch, gpu_taken, served_on, wait_and_measure
 from gpuplace.k8s.provisioning import PodTimer, ProvisioningTimeout
 from gpuplace.k8s.retry import Deadline
 from gpuplace.k8s.runtime import PodRuntime
 from gpuplace.k8s.teardown import KFP_TASK_LABEL
 from gpuplace.labels import PLAN_LABEL, RUN_LABEL
 from gpuplace.plandir import PlanDir
-from gpuplace.types import DeploymentRecord
+from gpuplace.types import DeploymentRecord, PlacementPlan
 from gpuplace.types.serving import ServingSpec
+
+if TYPE_CHECKING:
+    from gpuplace.manifests.kfp_pod import KfpTaskPod
 
 TASK = "serve-and-load-test"  # the Kubeflow path's serving task in orchestration_comparison
 PLAN_TASK = "plan-placement"
@@ -86,6 +89,28 @@ def spec_of_task_pod(
     )
 
 
+def _kfp_pod(
+    plan_dir: PlanDir, package: str | Path, name: str, arguments: Mapping[str, Any] | None, run_id: str
+) -> KfpTaskPod:
+    """The serving task's pod named ``name``, as KFP's driver builds it from the plan's outputs, labelled."""
+    from gpuplace.manifests.kfp_pod import kfp_task_pod
+
+    labels = {TASK_LABEL: name, PATH_LABEL: "kubeflow", PLAN_LABEL: plan_dir.plan.plan_id}
+    if run_id:
+        labels[RUN_LABEL] = run_id
+    return kfp_task_pod(
+        package,
+        TASK,
+        arguments=arguments or {},
+        # the task runs in a loop over repeat_runs' output (orchestration_comparison's `repeats`): this pod
+        # is one iteration, so that output stands in as one run
+        task_outputs={PLAN_TASK: plan_outputs(plan_dir), REPEAT_TASK: {"Output": [0]}},
+        run_id=run_id or "00000000-0000-0000-0000-000000000000",
+        pod_name=name,
+        labels=labels,
+    )
+
+
 def run_task_pod(
     plan_dir: PlanDir,
     *,
@@ -102,25 +127,10 @@ def run_task_pod(
 ) -> DeploymentRecord:
     """Create the task pod for ``plan_dir``, wait until it serves, read it back and check it against the
     plan. On failure the pod is deleted and what the runtime started is stopped."""
-    from gpuplace.manifests.kfp_pod import kfp_task_pod
-
     say = log or (lambda _m: None)
     plan = plan_dir.plan
     name = f"{plan.deployment_name}-kfp-{uuid.uuid4().hex[:6]}"[:63]
-    labels = {TASK_LABEL: name, PATH_LABEL: "kubeflow", PLAN_LABEL: plan.plan_id}
-    if run_id:
-        labels[RUN_LABEL] = run_id
-    built = kfp_task_pod(
-        package,
-        TASK,
-        arguments=arguments or {},
-        # the task runs in a loop over repeat_runs' output (orchestration_comparison's `repeats`): this pod
-        # is one iteration, so that output stands in as one run
-        task_outputs={PLAN_TASK: plan_outputs(plan_dir), REPEAT_TASK: {"Output": [0]}},
-        run_id=run_id or "00000000-0000-0000-0000-000000000000",
-        pod_name=name,
-        labels=labels,
-    )
+    built = _kfp_pod(plan_dir, package, name, arguments, run_id)
     for w in built.warnings:
         say(f"KFP driver: {w}")
     task_pod = built.pod
@@ -156,6 +166,30 @@ def run_task_pod(
     finally:
         timer.close()
         runtime.close()
+    notes = (STANDS_IN, *((SERVES_IN_POD,) if serve_in_pod else ()), *built.warnings)
+    record = _task_record(plan, name, namespace, created_at, measured, runtime, notes)
+    if record.mismatches() and not allow_misplacement:
+        runtime.discard()
+        cleanup = delete_task_pod(api, namespace, name)
+        raise PlacementMismatch(
+            "the Kubeflow path's task pod is not where the plan put it:\n  "
+            + "\n  ".join(record.mismatches()),
+            record=replace(record, ready=False),
+            cleanup=cleanup,
+        )
+    return record
+
+
+def _task_record(
+    plan: PlacementPlan,
+    name: str,
+    namespace: str,
+    created_at: str,
+    measured: Measured,
+    runtime: PodRuntime,
+    notes: tuple[str, ...],
+) -> DeploymentRecord:
+    """The deployment record of the task pod ``name`` as ``measured`` (``notes`` before the measurement's)."""
     pod = measured.pods[0]
     record = DeploymentRecord(
         target="kubernetes",
@@ -168,23 +202,13 @@ def run_task_pod(
         created_at=created_at,
         plan_id=plan.plan_id,
         served_model_name=measured.request_model,
-        notes=(STANDS_IN, *((SERVES_IN_POD,) if serve_in_pod else ()), *built.warnings, *measured.notes),
+        notes=(*notes, *measured.notes),
         serving=measured.serving,
         path="kubeflow",
         gpu_api="device-plugin",
         runtime=runtime.name,
     )
-    record = replace(record, served_on=served_on(plan, measured.pods, runtime))
-    if record.mismatches() and not allow_misplacement:
-        runtime.discard()
-        cleanup = delete_task_pod(api, namespace, name)
-        raise PlacementMismatch(
-            "the Kubeflow path's task pod is not where the plan put it:\n  "
-            + "\n  ".join(record.mismatches()),
-            record=replace(record, ready=False),
-            cleanup=cleanup,
-        )
-    return record
+    return replace(record, served_on=served_on(plan, measured.pods, runtime))
 
 
 def delete_task_pod(api: Api, namespace: str, name: str) -> str:

@@ -189,6 +189,23 @@ def _as_allocated(placed: PodPlacement) -> tuple[DraDevice, ...]:
     return tuple(sorted(devices, key=lambda d: (d.gpu_id, d.driver, d.pool, d.device)))
 
 
+def _deployment_notes(records: Sequence[PodRecord], plan: PlacementPlan, runtime: PodRuntime) -> list[str]:
+    """Notes on all the pods: how their GPUs were read, a pod count other than planned, serving unobserved."""
+    notes: list[str] = []
+    levels = {r.placement_level for r in records}
+    if NODE_LEVEL in levels:
+        notes.append(
+            "GPUs through the device plugin: the API says which node, not which devices (node level only)"
+        )
+    if DEVICE_LEVEL in levels:
+        notes.append("GPU devices read from the pods' DRA claim allocations")
+    if len(records) != len(plan.placements) and plan.placements:
+        notes.append(f"plan has {len(plan.placements)} placements, {len(records)} pods run")
+    if not runtime.observes_serving:
+        notes.append("ready-to-serve was not observed (runtime none): provisioning is unknown")
+    return notes
+
+
 def measure_pods(
     api: Api,
     plan_dir: PlanDir,
@@ -256,17 +273,7 @@ def measure_pods(
                 runtime=runtime.runtime_of(obj),
             )
         )
-    levels = {r.placement_level for r in records}
-    if NODE_LEVEL in levels:
-        notes.append(
-            "GPUs through the device plugin: the API says which node, not which devices (node level only)"
-        )
-    if DEVICE_LEVEL in levels:
-        notes.append("GPU devices read from the pods' DRA claim allocations")
-    if len(records) != len(plan.placements) and plan.placements:
-        notes.append(f"plan has {len(plan.placements)} placements, {len(records)} pods run")
-    if not runtime.observes_serving:
-        notes.append("ready-to-serve was not observed (runtime none): provisioning is unknown")
+    notes += _deployment_notes(records, plan, runtime)
     spec = (spec_of or spec_of_pods)(plan_dir.serving, objects, placements)
     first = sorted(objects, key=lambda p: str(p["metadata"]["name"]))[:1]
     model = (runtime.model_of(first[0]) if first else "") or spec.served_model_name

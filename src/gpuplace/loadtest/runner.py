@@ -132,24 +132,10 @@ async def _run(
             elapsed = clock() - t0
             if options.max_duration_s is not None and elapsed >= options.max_duration_s:
                 break
-            if not math.isnan(spec.arrival_s):
-                wait = spec.arrival_s - elapsed - _SPIN_S
-                if wait > 0:
-                    with _stoppable(stop) as stopped:
-                        await asyncio.wait([stopped], timeout=wait)
-                    if stop.is_set():
-                        break
-                while clock() - t0 < spec.arrival_s:
-                    await asyncio.sleep(0)
-            if slots is not None:
-                acquire = loop.create_task(slots.acquire())
-                with _stoppable(stop) as stopped:
-                    await asyncio.wait([acquire, stopped], return_when=asyncio.FIRST_COMPLETED)
-                if stop.is_set():
-                    if acquire.done() and not acquire.cancelled():
-                        slots.release()
-                    acquire.cancel()
-                    break
+            if not math.isnan(spec.arrival_s) and not await _arrive(spec.arrival_s, elapsed, t0, clock, stop):
+                break
+            if slots is not None and not await _acquire_slot(slots, stop):
+                break
             scheduled = spec.arrival_s if not math.isnan(spec.arrival_s) else clock() - t0
             task = loop.create_task(
                 send(
@@ -168,21 +154,57 @@ async def _run(
             in_flight.add(task)
             task.add_done_callback(done)
         interrupted = stop.is_set()
-        if in_flight:
-            pending = set(in_flight)
-            if not stop.is_set():
-                # Normal end: wait for everything (each request has its own timeout).
-                await asyncio.wait(pending)
-            else:
-                await asyncio.wait(pending, timeout=options.drain_s)
-                for task in list(in_flight):
-                    task.cancel()
-                if in_flight:
-                    await asyncio.wait(set(in_flight))
+        await _finish_in_flight(in_flight, stop, options.drain_s)
         duration = clock() - t0
     progress.close()
     results.sort(key=lambda r: r.index)
     return results, duration, interrupted
+
+
+async def _arrive(
+    arrival_s: float, elapsed: float, t0: float, clock: Callable[[], float], stop: asyncio.Event
+) -> bool:
+    """Wait until ``arrival_s`` after ``t0`` (sleep, then spin the last stretch); False if stopped first."""
+    wait = arrival_s - elapsed - _SPIN_S
+    if wait > 0:
+        with _stoppable(stop) as stopped:
+            await asyncio.wait([stopped], timeout=wait)
+        if stop.is_set():
+            return False
+    while clock() - t0 < arrival_s:
+        await asyncio.sleep(0)
+    return True
+
+
+async def _acquire_slot(slots: asyncio.Semaphore, stop: asyncio.Event) -> bool:
+    """Take one concurrency slot; False, holding none, if ``stop`` is set first."""
+    acquire = asyncio.get_running_loop().create_task(slots.acquire())
+    with _stoppable(stop) as stopped:
+        await asyncio.wait([acquire, stopped], return_when=asyncio.FIRST_COMPLETED)
+    if stop.is_set():
+        if acquire.done() and not acquire.cancelled():
+            slots.release()
+        acquire.cancel()
+        return False
+    return True
+
+
+async def _finish_in_flight(
+    in_flight: set[asyncio.Task[RequestResult]], stop: asyncio.Event, drain_s: float
+) -> None:
+    """Let the requests in flight finish: all on a normal end; after a stop, ``drain_s``, then cancel them."""
+    if not in_flight:
+        return
+    pending = set(in_flight)
+    if not stop.is_set():
+        # Normal end: wait for everything (each request has its own timeout).
+        await asyncio.wait(pending)
+    else:
+        await asyncio.wait(pending, timeout=drain_s)
+        for task in list(in_flight):
+            task.cancel()
+        if in_flight:
+            await asyncio.wait(set(in_flight))
 
 
 class _stoppable:

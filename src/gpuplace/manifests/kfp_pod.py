@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,49 @@ def _resources(
     return out
 
 
+def _node_affinity(
+    terms: Sequence[Mapping[str, Any]], resolve: Callable[[Mapping[str, Any], str], Any], warnings: list[str]
+) -> dict[str, Any]:
+    """The pod's nodeAffinity from the config's terms (required ones ORed, preferred appended), or {}."""
+    required: list[dict[str, Any]] = []
+    preferred: list[dict[str, Any]] = []
+    for i, term in enumerate(terms):
+        if "nodeAffinityJson" in term:
+            value = resolve(term["nodeAffinityJson"], "nodeAffinityJson")
+            if not value:
+                continue
+            required += list(
+                ((value.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
+                or ()
+            )
+            preferred += list(value.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
+        elif term.get("matchExpressions") or term.get("matchFields"):
+            selector_term = {
+                k: [
+                    {
+                        "key": e.get("key"),
+                        "operator": e.get("operator"),
+                        **({"values": e["values"]} if e.get("values") else {}),
+                    }
+                    for e in term.get(k) or ()
+                ]
+                for k in ("matchExpressions", "matchFields")
+                if term.get(k)
+            }
+            if term.get("weight") is not None:
+                preferred.append({"weight": term["weight"], "preference": selector_term})
+            else:
+                required.append(selector_term)
+        else:
+            warnings.append(f"nodeAffinity term {i} is empty and skipped, as the driver does")
+    affinity: dict[str, Any] = {}
+    if required:
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": required}
+    if preferred:
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    return affinity
+
+
 def _platform_patch(
     config: Mapping[str, Any], resolver: Resolver, scope: Mapping[str, Any], warnings: list[str]
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -186,43 +229,8 @@ def _platform_patch(
                     {k: t[k] for k in ("key", "operator", "value", "effect", "tolerationSeconds") if t.get(k)}
                 )
         spec["tolerations"] = tolerations
-    required: list[dict[str, Any]] = []
-    preferred: list[dict[str, Any]] = []
-    for i, term in enumerate(config.get("nodeAffinity") or ()):
-        if "nodeAffinityJson" in term:
-            value = resolve(term["nodeAffinityJson"], "nodeAffinityJson")
-            if not value:
-                continue
-            required += list(
-                ((value.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
-                or ()
-            )
-            preferred += list(value.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
-        elif term.get("matchExpressions") or term.get("matchFields"):
-            selector_term = {
-                k: [
-                    {
-                        "key": e.get("key"),
-                        "operator": e.get("operator"),
-                        **({"values": e["values"]} if e.get("values") else {}),
-                    }
-                    for e in term.get(k) or ()
-                ]
-                for k in ("matchExpressions", "matchFields")
-                if term.get(k)
-            }
-            if term.get("weight") is not None:
-                preferred.append({"weight": term["weight"], "preference": selector_term})
-            else:
-                required.append(selector_term)
-        else:
-            warnings.append(f"nodeAffinity term {i} is empty and skipped, as the driver does")
-    if required or preferred:
-        affinity: dict[str, Any] = {}
-        if required:
-            affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": required}
-        if preferred:
-            affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    affinity = _node_affinity(config.get("nodeAffinity") or (), resolve, warnings)
+    if affinity:
         spec["affinity"] = {"nodeAffinity": affinity}
     if config.get("imagePullPolicy"):
         policy = config["imagePullPolicy"]
@@ -333,6 +341,58 @@ def _executor_template(launcher_image: str) -> dict[str, Any]:
     }
 
 
+def _launcher_command(
+    pipeline_name: str, run_id: str, parameters: Mapping[str, Any], component: Mapping[str, Any]
+) -> list[str]:
+    """The main container's command: KFP's launcher, given the task's executor input, then ``--``."""
+    executor_input = {
+        "inputs": {"parameterValues": parameters},
+        "outputs": {"outputFile": "/tmp/kfp_outputs/output_metadata.json"},
+    }
+    return [
+        LAUNCHER_PATH,
+        "--pipeline_name",
+        pipeline_name,
+        "--run_id",
+        run_id,
+        "--execution_id",
+        "0",
+        "--executor_input",
+        json.dumps(executor_input, separators=(",", ":"), sort_keys=True),
+        "--component_spec",
+        json.dumps(component, separators=(",", ":"), sort_keys=True),
+        "--pod_name",
+        "$(KFP_POD_NAME)",
+        "--pod_uid",
+        "$(KFP_POD_UID)",
+        "--mlmd_server_address",
+        "$(METADATA_GRPC_SERVICE_HOST)",
+        "--mlmd_server_port",
+        "$(METADATA_GRPC_SERVICE_PORT)",
+        "--",
+    ]
+
+
+def _pod_metadata(
+    name: str, task: str, workflow: str, pod_meta: Mapping[str, Any], labels: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """The pod's metadata: Argo's and KFP's labels and annotations, then the platform config's and ours."""
+    return {
+        "name": name,
+        "labels": {
+            "workflows.argoproj.io/workflow": workflow,
+            "pipelines.kubeflow.org/v2_component": "true",
+            **dict(pod_meta.get("labels") or {}),
+            **dict(labels or {}),
+        },
+        "annotations": {
+            "workflows.argoproj.io/node-name": f"{task}.executor",
+            "pipelines.kubeflow.org/task_name": task,
+            **dict(pod_meta.get("annotations") or {}),
+        },
+    }
+
+
 def kfp_task_pod(
     package: Mapping[str, Any] | str | Path,
     task: str,
@@ -370,33 +430,8 @@ def kfp_task_pod(
     parameters = {**defaults(component.get("inputDefinitions") or {}), **resolver.inputs(task_spec, scope)}
     warnings: list[str] = []
     image = _pod_spec_value(str(container.get("image", "")), parameters, "image", warnings)
-    executor_input = {
-        "inputs": {"parameterValues": parameters},
-        "outputs": {"outputFile": "/tmp/kfp_outputs/output_metadata.json"},
-    }
     pipeline_name = str((spec.get("pipelineInfo") or {}).get("name", ""))
-    launcher = [
-        LAUNCHER_PATH,
-        "--pipeline_name",
-        pipeline_name,
-        "--run_id",
-        run_id,
-        "--execution_id",
-        "0",
-        "--executor_input",
-        json.dumps(executor_input, separators=(",", ":"), sort_keys=True),
-        "--component_spec",
-        json.dumps(component, separators=(",", ":"), sort_keys=True),
-        "--pod_name",
-        "$(KFP_POD_NAME)",
-        "--pod_uid",
-        "$(KFP_POD_UID)",
-        "--mlmd_server_address",
-        "$(METADATA_GRPC_SERVICE_HOST)",
-        "--mlmd_server_port",
-        "$(METADATA_GRPC_SERVICE_PORT)",
-        "--",
-    ]
+    launcher = _launcher_command(pipeline_name, run_id, parameters, component)
     main: dict[str, Any] = {
         "name": "main",
         "command": launcher,
@@ -418,20 +453,8 @@ def kfp_task_pod(
     if service_account:
         pod_spec["serviceAccountName"] = service_account
     name = pod_name or f"{pipeline_name}-{run_id[:8]}-system-container-impl"[:63].rstrip("-")
-    metadata: dict[str, Any] = {
-        "name": name,
-        "labels": {
-            "workflows.argoproj.io/workflow": f"{pipeline_name}-{run_id[:8]}"[:63].rstrip("-"),
-            "pipelines.kubeflow.org/v2_component": "true",
-            **dict(pod_meta.get("labels") or {}),
-            **dict(labels or {}),
-        },
-        "annotations": {
-            "workflows.argoproj.io/node-name": f"{task}.executor",
-            "pipelines.kubeflow.org/task_name": task,
-            **dict(pod_meta.get("annotations") or {}),
-        },
-    }
+    workflow = f"{pipeline_name}-{run_id[:8]}"[:63].rstrip("-")
+    metadata = _pod_metadata(name, task, workflow, pod_meta, labels)
     return KfpTaskPod(
         pod={"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec},
         pod_spec_patch=patch,

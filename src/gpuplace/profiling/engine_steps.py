@@ -67,6 +67,7 @@ COEFFICIENTS: tuple[str, ...] = (
     "request_overhead_s",
 )
 _MIN_WINDOW_TOKENS = 4
+_Series = dict[int, tuple[list[float], list[float]]]  # per batch size or prompt length: two lists measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,52 +218,28 @@ def measure_engine_steps(
     """Measure the engine behind ``endpoint`` (an OpenAI-compatible streaming server) and fit it."""
     from gpuplace.loadtest.client import EndpointState
     from gpuplace.loadtest.prompts import PromptBuilder
-    from gpuplace.loadtest.runner import RunOptions, run_load
-    from gpuplace.workload import RequestSpec
 
     builder = PromptBuilder(tokenizer, api="completions", seed=17)
     state = EndpointState(endpoint, served_model)
     notes: list[str] = []
-
-    def run(n: int, prompt: int, output: int) -> list[Any]:
-        specs = [RequestSpec(i, math.nan, prompt, output) for i in range(n)]
-        prompts = [builder.build(prompt) for _ in specs]
-        result = run_load(
-            state,
-            specs,
-            prompts,
-            RunOptions(concurrency=n, show_progress=False, request_timeout_s=config.request_timeout_s),
-        )
-        return list(result.records)
-
-    # warm-up: the engine builds its cache and compiles its paths on the first requests (one batch of
-    # each decode size, and a prefill, so no shape is first seen while timed)
-    run(1, 8, 4)
-    for n in config.decode_batches:
-        run(n, 8, 4)
-    for n in config.context_batches:
-        run(n, config.context_prompt_tokens, 4)
-    for n in config.long_batches:
-        run(n, config.long_prompt_tokens, 4)
-    run(1, max(config.prefill_tokens), 2)
+    _warm_up(state, builder, config)
     # Each sample's repeats are spread over the whole measurement (the repeat loop is the outer one):
     # on a shared machine the engine's pace drifts over tens of seconds, and a median over repeats
     # taken back to back would describe one moment of it, not the pace the engine serves at.
     p, o = config.decode_prompt_tokens, config.decode_output_tokens
-    decode: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.decode_batches}
-    long: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.context_batches}
+    decode: _Series = {n: ([], []) for n in config.decode_batches}
+    long: _Series = {n: ([], []) for n in config.context_batches}
     p_long = config.context_prompt_tokens
-    longer: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.long_batches}
+    longer: _Series = {n: ([], []) for n in config.long_batches}
     p_longer = config.long_prompt_tokens
-    staggered: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in config.staggered_batches}
-    prefill: dict[int, tuple[list[float], list[float]]] = {c: ([], []) for c in config.prefill_tokens}
+    staggered: _Series = {n: ([], []) for n in config.staggered_batches}
+    prefill: _Series = {c: ([], []) for c in config.prefill_tokens}
     interference: list[InterferenceRun] = []
     wake_runs: list[WakeRun] = []
-    wake_prompt = min(config.prefill_tokens)  # the wake runs' prompt: the shortest lone prefill
     for _ in range(config.repeats):
         for prompt, batches in ((p, decode), (p_long, long), (p_longer, longer)):
             for n, (times, generated) in batches.items():
-                for step, made in _window_step_times(run(n, prompt, o)):
+                for step, made in _window_step_times(_burst(state, builder, config, n, prompt, o)):
                     times.append(step)
                     generated.append(made)
         single = decode[min(decode)][0] if decode else []
@@ -277,17 +254,7 @@ def measure_engine_steps(
                 notes.append("interference: a request failed; run not counted")
             else:
                 interference.append(measured)
-        for c in config.prefill_tokens:
-            (record,) = run(1, c, config.prefill_output_tokens)
-            if not record.success:
-                notes.append(f"prefill c={c}: {record.error_kind}: {record.error}")
-                continue
-            prefill[c][0].append(record.ttft_s)
-            prefill[c][1].extend(record.itl_s)
-            if c == wake_prompt and config.wake_requests and single:
-                # the lone request just sent came right after the run's warm-up request: no idle time
-                e2e = record.ttft_s + statistics.median(single)
-                wake_runs.append(_wake(state, builder, config, c, record.ttft_s, e2e))
+        wake_runs += _lone_prefills(state, builder, config, single, prefill, notes)
     works = [w for w in (r.work_s for r in interference) if math.isfinite(w)]
     work = max(0.0, statistics.median(works)) if works else 0.0
     if interference:
@@ -295,23 +262,10 @@ def measure_engine_steps(
             f"request_work_s {to_ms(work):.2f} ms: median over {len(works)} interference runs "
             f"({', '.join(f'{to_ms(w):.2f}' for w in works)} ms)"
         )
-    samples: list[EngineStepSample] = []
     runs = ((p, decode, False), (p_long, long, False), (p_longer, longer, False))
-    for prompt, batches, late in (*runs, (config.staggered_prompt_tokens, staggered, True)):
-        for n, (times, generated) in batches.items():
-            if not times:
-                notes.append(f"decode n={n} at {prompt} tokens: no window where all {n} streams decoded")
-                continue
-            context = n * (prompt + statistics.median(generated))
-            step = statistics.median(times)
-            samples.append(EngineStepSample(n, 0, 0, round(context), 0, step, staggered=late))
-    for c, (ttfts, gaps) in prefill.items():
-        if ttfts:
-            pairs = c * (c + 1) // 2
-            samples.append(EngineStepSample(0, c, 1, 0, pairs, statistics.median(ttfts), first_token=True))
-        if gaps:
-            context = c + (config.prefill_output_tokens + 1) // 2
-            samples.append(EngineStepSample(1, 0, 0, context, 0, statistics.median(gaps)))
+    samples = _step_samples(
+        config, (*runs, (config.staggered_prompt_tokens, staggered, True)), prefill, notes
+    )
     coef, rms = fit_step_profile(samples)
     return EngineStepProfile(
         engine=engine,
@@ -327,6 +281,74 @@ def measure_engine_steps(
         notes=(*state.notes, *notes),
         **coef,
     )
+
+
+def _burst(state: Any, builder: Any, config: EngineStepConfig, n: int, prompt: int, output: int) -> list[Any]:
+    """The records of ``n`` requests of ``prompt`` tokens, each to generate ``output``, sent together."""
+    from gpuplace.loadtest.runner import RunOptions, run_load
+    from gpuplace.workload import RequestSpec
+
+    specs = [RequestSpec(i, math.nan, prompt, output) for i in range(n)]
+    prompts = [builder.build(prompt) for _ in specs]
+    options = RunOptions(concurrency=n, show_progress=False, request_timeout_s=config.request_timeout_s)
+    return list(run_load(state, specs, prompts, options).records)
+
+
+def _warm_up(state: Any, builder: Any, config: EngineStepConfig) -> None:
+    """Send, untimed, a burst of every decode shape the measurement sends and its longest prefill."""
+    # the engine builds its cache and compiles its paths on the first requests (one batch of each decode
+    # size, and a prefill, so no shape is first seen while timed)
+    _burst(state, builder, config, 1, 8, 4)
+    for n in config.decode_batches:
+        _burst(state, builder, config, n, 8, 4)
+    for n in config.context_batches:
+        _burst(state, builder, config, n, config.context_prompt_tokens, 4)
+    for n in config.long_batches:
+        _burst(state, builder, config, n, config.long_prompt_tokens, 4)
+    _burst(state, builder, config, 1, max(config.prefill_tokens), 2)
+
+
+def _lone_prefills(
+    state: Any, builder: Any, config: EngineStepConfig, steps: list[float], prefill: _Series, notes: list[str]
+) -> list[WakeRun]:
+    """Lone requests of each prefill length, measured into ``prefill``; the wake runs, after the shortest."""
+    wake_prompt = min(config.prefill_tokens)  # the wake runs' prompt: the shortest lone prefill
+    wake_runs: list[WakeRun] = []
+    for c in config.prefill_tokens:
+        (record,) = _burst(state, builder, config, 1, c, config.prefill_output_tokens)
+        if not record.success:
+            notes.append(f"prefill c={c}: {record.error_kind}: {record.error}")
+            continue
+        prefill[c][0].append(record.ttft_s)
+        prefill[c][1].extend(record.itl_s)
+        if c == wake_prompt and config.wake_requests and steps:
+            # the lone request just sent came right after the run's warm-up request: no idle time
+            e2e = record.ttft_s + statistics.median(steps)  # ``steps``: the 1-decode step times so far
+            wake_runs.append(_wake(state, builder, config, c, record.ttft_s, e2e))
+    return wake_runs
+
+
+def _step_samples(
+    config: EngineStepConfig, decodes: Sequence[tuple[int, _Series, bool]], prefill: _Series, notes: list[str]
+) -> list[EngineStepSample]:
+    """The fit's samples: the medians of each decode batch at its prompt length and of each prefill."""
+    samples: list[EngineStepSample] = []
+    for prompt, batches, late in decodes:
+        for n, (times, generated) in batches.items():
+            if not times:
+                notes.append(f"decode n={n} at {prompt} tokens: no window where all {n} streams decoded")
+                continue
+            context = n * (prompt + statistics.median(generated))
+            step = statistics.median(times)
+            samples.append(EngineStepSample(n, 0, 0, round(context), 0, step, staggered=late))
+    for c, (ttfts, gaps) in prefill.items():
+        if ttfts:
+            pairs = c * (c + 1) // 2
+            samples.append(EngineStepSample(0, c, 1, 0, pairs, statistics.median(ttfts), first_token=True))
+        if gaps:
+            context = c + (config.prefill_output_tokens + 1) // 2
+            samples.append(EngineStepSample(1, 0, 0, context, 0, statistics.median(gaps)))
+    return samples
 
 
 def _interference(

@@ -390,19 +390,8 @@ def _check_profiler_off() -> None:
         )
 
 
-def run_profile(
-    config: ProfileConfig,
-    *,
-    catalog: GpuCatalog | None = None,
-    show_progress: bool = True,
-    on_point: Callable[[PointResult], None] | None = None,
-) -> LatencyProfile:
-    """Profile ``config.model`` over the sweep on ``config.device``."""
-    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    config = config.validated()
-    _check_profiler_off()
-    source: ModelSource = resolve_model(config.model)
-    device = resolve_device(config.device)
+def _sweep_dtypes(config: ProfileConfig, source: ModelSource, device: torch.device) -> list[str]:
+    """The dtypes to sweep, "auto" resolved; refuses one ``device`` cannot run or lengths past the model's."""
     dtypes = [default_dtype(device) if d == "auto" else dtype_name(d) for d in config.dtypes]
     dtypes = list(dict.fromkeys(dtypes))
     for d in dtypes:
@@ -416,6 +405,23 @@ def run_profile(
             f"exceeds the model's max_position_embeddings={max_pos}",
             "",
         )
+    return dtypes
+
+
+def run_profile(
+    config: ProfileConfig,
+    *,
+    catalog: GpuCatalog | None = None,
+    show_progress: bool = True,
+    on_point: Callable[[PointResult], None] | None = None,
+) -> LatencyProfile:
+    """Profile ``config.model`` over the sweep on ``config.device``."""
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    config = config.validated()
+    _check_profiler_off()
+    source: ModelSource = resolve_model(config.model)
+    device = resolve_device(config.device)
+    dtypes = _sweep_dtypes(config, source, device)
     catalog = catalog or load_gpu_catalog(config.gpu_catalog)
     info = discover_device(device, catalog)
     if config.extra_notes:
