@@ -369,3 +369,50 @@ def test_a_values_class_that_drifts_from_its_table_is_caught() -> None:
         "name: type <class 'int'> in Bad, str in the table",
         "name: a default in Bad; the table's is the only one",
     ]
+
+
+def _differing(made: Any, own: Any) -> dict[str, tuple[Any, Any]]:
+    from dataclasses import fields
+
+    return {
+        f.name: (getattr(made, f.name), getattr(own, f.name))
+        for f in fields(made)
+        if getattr(made, f.name) != getattr(own, f.name)
+    }
+
+
+def test_the_library_s_own_defaults_are_what_its_step_reads_from_no_values() -> None:
+    """Where a library dataclass keeps defaults of its own (for its callers in tests and benchmarks), they
+    are what its step makes of its table's defaults: the profile's batch sizes were (1,) in
+    ``ProfileConfig`` and 1,4 in the table (issue 34: library dataclasses wrote the defaults again).
+    ``LoadTestConfig`` has none: the step is its one maker."""
+    from dataclasses import MISSING, fields
+
+    from gpuplace.catalog import load_gpu_catalog
+    from gpuplace.loadtest.config import LoadTestConfig
+    from gpuplace.manifests.builders import ServingOptions
+    from gpuplace.manifests.forms import EmitOptions
+    from gpuplace.planner.request import PlanRequest
+    from gpuplace.profiling.operators import OperatorConfig
+    from gpuplace.profiling.profiler import ProfileConfig
+    from gpuplace.steps.compare import CompareOptions, compare_options
+    from gpuplace.steps.plan_params import emit_options, plan_request, serving_options
+    from gpuplace.steps.profile import operator_config, profile_config
+
+    assert _differing(profile_config({}), ProfileConfig()) == {}
+    assert _differing(operator_config({}), OperatorConfig()) == {}
+    assert _differing(serving_options({}), ServingOptions()) == {}
+    assert _differing(emit_options({}), EmitOptions()) == {}
+    assert _differing(compare_options({}, ()), CompareOptions(paths=())) == {}
+    slo = {"slo_tpot_ms": 50.0, "slo_ttft_ms": 2000.0, "rate": 1.0}
+    made = plan_request({"model": "tiny", **slo}, load_gpu_catalog())
+    assert _differing(made, PlanRequest(model=made.model, slo=made.slo, traffic=made.traffic)) == {}
+    assert [
+        f.name for f in fields(LoadTestConfig) if f.default is not MISSING or f.default_factory is not MISSING
+    ] == []
+    # the check can fail: the old ProfileConfig default is caught
+    from dataclasses import replace
+
+    assert _differing(profile_config({}), replace(ProfileConfig(), batch_sizes=(1,))) == {
+        "batch_sizes": ((1, 4), (1,))
+    }

@@ -8,7 +8,7 @@ report.json (:meth:`LoadTestConfig.workload`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuplace.types.plan import Prediction, Slo
@@ -19,30 +19,32 @@ APIS = ("completions", "chat")  # the endpoint's API the requests go to
 DEFAULT_TRAFFIC = Traffic(LengthDist("fixed", 64), LengthDist("fixed", 32))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoadTestConfig:
-    """Everything one load test needs, typed and checked by the step that builds it; times in seconds."""
+    """Everything one load test needs, typed and checked by the step that builds it; times in seconds.
+    No field has a default: the load-test step's table (:data:`gpuplace.steps.loadtest.PARAMS`) holds
+    them, and :func:`gpuplace.steps.loadtest.load_test_config` is where a config is made."""
 
     endpoint: str
-    model: str = ""  # the `model` field of requests; "" asks the server (/v1/models)
-    api: str = "completions"
-    tokenizer: str = ""  # model directory or preset; "" tries the deployment's model and the served name
-    traffic: Traffic = DEFAULT_TRAFFIC
-    time_scale: float = 1.0
-    max_prompt_tokens: int | None = None
-    max_output_tokens: int | None = None
-    rate: float | None = None
-    concurrency: int | None = None
-    max_requests: int = 100
-    max_duration_s: float | None = None
-    request_timeout_s: float = 600.0
-    seed: int = 0
-    slo: Slo = field(default_factory=Slo)
-    predicted: Prediction | None = None  # the plan's prediction, when it is for the device measured
-    prediction_note: str = ""  # why the plan's prediction is not compared, when it is not
-    plan_id: str = ""
-    deployment_model: str = ""
-    warmup: bool = True
+    model: str  # the `model` field of requests; "" asks the server (/v1/models)
+    api: str
+    tokenizer: str  # model directory or preset; "" tries the deployment's model and the served name
+    traffic: Traffic
+    time_scale: float
+    max_prompt_tokens: int | None
+    max_output_tokens: int | None
+    rate: float | None
+    concurrency: int | None
+    max_requests: int
+    max_duration_s: float | None
+    request_timeout_s: float
+    seed: int
+    slo: Slo
+    predicted: Prediction | None  # the plan's prediction, when it is for the device measured
+    prediction_note: str  # why the plan's prediction is not compared, when it is not
+    plan_id: str
+    deployment_model: str
+    warmup: bool
 
     def workload(self) -> dict[str, Any]:
         """How the load was generated, as recorded in report.json."""

@@ -58,7 +58,7 @@ class ProfileConfig:
 
     model: str = "tiny"
     device: str = "auto"
-    batch_sizes: tuple[int, ...] = (1,)
+    batch_sizes: tuple[int, ...] = (1, 4)  # the profile step's default (tests/unit/test_step_params.py)
     prompt_tokens: tuple[int, ...] = (128,)
     output_tokens: tuple[int, ...] = (32,)
     dtypes: tuple[str, ...] = ("auto",)
