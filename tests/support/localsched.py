@@ -22,9 +22,8 @@ from typing import Any
 import yaml
 
 from gpuplace.testenv import binaries
+from gpuplace.testenv.commands import CLIENT_BURST, CLIENT_QPS
 from gpuplace.testenv.controlplane import (
-    CLIENT_BURST,
-    CLIENT_QPS,
     ControlPlane,
     ControlPlaneError,
     free_port,

@@ -368,7 +368,7 @@ NOT_TIME = {
     "gpuplace.planner.fragmentation": {"MILLI = 1000"},
     "gpuplace.compare.noise": {"RESAMPLES = 1000"},
     "gpuplace.extender.service": {"HISTORY = 1000"},
-    "gpuplace.testenv.controlplane": {"CLIENT_BURST = 1000"},
+    "gpuplace.testenv.commands": {"CLIENT_BURST = 1000"},
     "gpuplace.tracking.client": {"MAX_METRICS_PER_BATCH = 1000"},
     "gpuplace.catalog.efficiency": {"(0.0, 0.001)"},
     "gpuplace.inventory.fleetfile": {"minimum=0.001"},
@@ -557,9 +557,7 @@ MAX_FUNCTION_LINES = 80
 # Functions over the limit (lines from `def` to the last line, docstring included), each at most as long as
 # listed: a ratchet that may only shrink. The list is issue 34's item 5, not done: splitting the first,
 # the planner's hot path, needs the planner benchmark before and after (docs/architecture.md).
-LONG_FUNCTIONS = {
-    "gpuplace.testenv.controlplane:_commands": 93,
-}
+LONG_FUNCTIONS: dict[str, int] = {}  # none left; a function over the limit fails the test below
 
 
 def long_functions(modules: dict[str, Path], limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:

@@ -29,19 +29,14 @@ import yaml
 
 from gpuplace.errors import GpuplaceError
 from gpuplace.testenv import binaries
+from gpuplace.testenv.commands import command_lines
 
 if TYPE_CHECKING:  # certs needs cryptography, which a bare GPU machine's pytest (this plugin) lacks
     from gpuplace.testenv.certs import PkiFiles
 
 START_ORDER: tuple[str, ...] = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-SERVICE_CIDR = "10.0.0.0/24"
-POD_CIDR = "10.64.0.1/12"
 STATE_FILE = "state.json"
 DEFAULT_START_TIMEOUT_S = 90.0
-# Client rate limits high enough that kube-scheduler's throughput, not its client's token bucket, is
-# what a benchmark measures (scheduler_perf does the same).
-CLIENT_QPS = 500
-CLIENT_BURST = 1000
 
 
 class ControlPlaneError(GpuplaceError):
@@ -338,98 +333,15 @@ class ControlPlane:
 
     # --- start ---------------------------------------------------------------------------------------------
     def _commands(self, bins: dict[str, Path], pki: PkiFiles) -> dict[str, list[str]]:
-        d = self.state_dir
-        p = self.ports
-        etcd_url = f"http://127.0.0.1:{p['etcd']}"
-        peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
-        kubeconfig = str(self.kubeconfig)
-        scheduler_config = d / "kube-scheduler.yaml"
-        scheduler_config.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": kubeconfig, "qps": CLIENT_QPS, "burst": CLIENT_BURST},
-                    "leaderElection": {"leaderElect": False},
-                }
-            )
+        """Each process's command line (:mod:`gpuplace.testenv.commands`), by name."""
+        return command_lines(
+            bins,
+            pki,
+            state_dir=self.state_dir,
+            ports=self.ports,
+            kubeconfig=self.kubeconfig,
+            apiserver_bind="0.0.0.0" if self.pod_gateway else "127.0.0.1",
         )
-        component_common = [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-        ]
-        return {
-            "etcd": [
-                str(bins["etcd"]),
-                "--name=gpuplace",
-                f"--data-dir={d / 'etcd'}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls={peer_url}",
-                f"--initial-advertise-peer-urls={peer_url}",
-                f"--initial-cluster=gpuplace={peer_url}",
-                # A throwaway cluster: durability buys nothing and fsync dominates on slow disks.
-                "--unsafe-no-fsync",
-                "--log-level=warn",
-            ],
-            "kube-apiserver": [
-                str(bins["kube-apiserver"]),
-                f"--etcd-servers={etcd_url}",
-                # A real node's pods reach it at the bridge gateway, which does not exist yet: the wildcard.
-                f"--bind-address={'0.0.0.0' if self.pod_gateway else '127.0.0.1'}",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={p['kube-apiserver']}",
-                f"--cert-dir={d / 'apiserver-certs'}",
-                f"--tls-cert-file={pki.serving_cert}",
-                f"--tls-private-key-file={pki.serving_key}",
-                f"--client-ca-file={pki.ca_cert}",
-                f"--service-account-key-file={pki.sa_pub}",
-                f"--service-account-signing-key-file={pki.sa_key}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
-                # The loopback advertise address may not go into the kubernetes Service's endpoints.
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                # A real node's kubelet serves on its InternalIP; its host name resolves to 127.0.0.1 here.
-                "--kubelet-preferred-address-types=InternalIP,Hostname",
-                "--v=1",
-            ],
-            "kube-controller-manager": [
-                str(bins["kube-controller-manager"]),
-                *component_common,
-                f"--secure-port={p['kube-controller-manager']}",
-                f"--cert-dir={d / 'kcm-certs'}",
-                f"--service-account-private-key-file={pki.sa_key}",
-                f"--root-ca-file={pki.ca_cert}",
-                f"--cluster-signing-cert-file={pki.ca_cert}",
-                f"--cluster-signing-key-file={pki.ca_key}",
-                "--leader-elect=false",
-                f"--kube-api-qps={CLIENT_QPS}",
-                f"--kube-api-burst={CLIENT_BURST}",
-                "--v=1",
-            ],
-            "kube-scheduler": [
-                str(bins["kube-scheduler"]),
-                *component_common,
-                f"--config={scheduler_config}",
-                f"--secure-port={p['kube-scheduler']}",
-                f"--cert-dir={d / 'scheduler-certs'}",
-                "--v=1",
-            ],
-            "kwok": [
-                str(bins["kwok"]),
-                f"--kubeconfig={kubeconfig}",
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--cidr={POD_CIDR}",
-                "--node-ip=10.64.0.1",
-                "--node-lease-duration-seconds=40",
-                f"--server-address=127.0.0.1:{p['kwok']}",
-            ],
-        }
 
     @classmethod
     def start(

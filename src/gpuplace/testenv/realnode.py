@@ -42,8 +42,8 @@ import yaml
 
 from gpuplace.errors import GpuplaceError, InvalidInput
 from gpuplace.testenv import binaries, nodeclean, nodeconfig
+from gpuplace.testenv.commands import SERVICE_CIDR
 from gpuplace.testenv.controlplane import (
-    SERVICE_CIDR,
     ControlPlane,
     ControlPlaneError,
     free_port,
