@@ -11,12 +11,15 @@ variables and closures, read with ``git show``) against today's (``simulate`` ov
    its size (preemption, every block counted).
 3. **A plan**: ``gpuplace plan``'s work on the bundled mixed fleet (every shape priced with the serving
    model, the fewest replicas searched), the planner's ``simulate`` swapped for the old one.
+4. **Random workloads** (``--random N``, seeded): open and closed loops, multi-step and asynchronous
+   scheduling, KV caches small enough to preempt, step traces, a backlog limit; each must give the same
+   prediction from both. The script exits non-zero when any workload differs.
 
 Timings are interleaved (old, new, old, new, ...) ``--repeats`` times; the ratio new ÷ old of each pair,
 its median and the 10th–90th percentile of the pairs are reported, so the machine's drift (a shared
 2-core VM) falls on both sides. Writes docs/benchmarks/sim_split.{md,json}.
 
-Run: `.venv/bin/python tests/benchmarks/bench_sim_split.py --repeats 15`.
+Run: `.venv/bin/python tests/benchmarks/bench_sim_split.py --repeats 15 --random 1500`.
 """
 
 from __future__ import annotations
@@ -92,12 +95,65 @@ def plan_once() -> Any:
     return plan_placement(arch, inventory, catalog, request, efficiency=load_efficiency_table())
 
 
+def random_workloads(n: int, seed: int = 0) -> list[tuple[Any, Any, Any, dict[str, Any]]]:
+    """``n`` seeded workloads that reach every path of the simulation: (requests, engine, step model,
+    simulate's keywords)."""
+    import random
+
+    from gpuplace.workload import LengthDist, synthetic
+
+    rng = random.Random(seed)
+    engine, model, _, capacity = llama_on_h100()
+    out = []
+    for i in range(n):
+        mode = rng.choice(["plain", "multi", "async"])
+        blocks = engine.num_gpu_blocks // rng.choice([1, 1, 4, 20, 60])
+        e = replace(
+            engine,
+            num_gpu_blocks=max(blocks, 64),
+            max_num_seqs=rng.choice([8, 64, 256]),
+            max_num_batched_tokens=rng.choice([512, 2048, 8192]),
+            num_scheduler_steps=rng.choice([4, 10]) if mode == "multi" else 1,
+            async_scheduling=mode == "async",
+        )
+        prompt = LengthDist("uniform", rng.randint(8, 256), rng.randint(257, 3000))
+        output = LengthDist("uniform", rng.randint(1, 16), rng.randint(17, 400))
+        closed = rng.random() < 0.3
+        rate = None if closed else rng.uniform(0.1, 1.5) * capacity
+        requests = synthetic(rng.randint(20, 300), prompt, output, rate=rate, seed=i)
+        kw: dict[str, Any] = {"keep_requests": True, "trace": rng.random() < 0.2}
+        if closed:
+            kw["concurrency"] = rng.choice([1, 4, 32, 128])
+        elif rng.random() < 0.2:
+            kw["abort_backlog"] = rng.choice([8, 32])
+        out.append((requests, e, model, kw))
+    return out
+
+
+def differential(old: Any, n: int) -> dict[str, int]:
+    """How many of ``n`` random workloads give the same prediction from both, and what they reached."""
+    from gpuplace.planner.engine_sim import simulate
+
+    counts = {"workloads": n, "same": 0, "closed": 0, "multi_step": 0, "async": 0, "preempted": 0}
+    counts |= {"traced": 0, "unstable": 0}
+    for requests, engine, model, kw in random_workloads(n):
+        after = simulate(requests, engine, model, **kw)
+        counts["same"] += repr(old.simulate(requests, engine, model, **kw)) == repr(after)
+        counts["closed"] += "concurrency" in kw
+        counts["multi_step"] += engine.num_scheduler_steps > 1
+        counts["async"] += engine.async_scheduling
+        counts["preempted"] += after.preemptions > 0
+        counts["traced"] += kw["trace"]
+        counts["unstable"] += not after.stable
+    return counts
+
+
 def _candidates(plan: Any) -> str:
     """Every shape's verdict, replicas and prediction (by value: NaN compares equal in a repr)."""
     return repr([(c.label, c.verdict, c.replicas, c.miss, c.prediction) for c in plan.candidates])
 
 
-def run(repeats: int) -> dict[str, Any]:
+def run(repeats: int, n_random: int) -> dict[str, Any]:
     import gpuplace.planner.replica as replica
     from gpuplace.planner.engine_sim import simulate
 
@@ -132,7 +188,9 @@ def run(repeats: int) -> dict[str, Any]:
     same_plan = _candidates(with_old()) == _candidates(plan_once())
     plan = {"same": same_plan, **interleaved(with_old, plan_once, max(3, repeats // 3))}
     print(f"plan: same {same_plan}, new/old {plan['ratio']:.2f}", flush=True)
-    return {"before": BEFORE, "repeats": repeats, "rows": rows, "plan": plan}
+    random_check = differential(old, n_random)
+    print(f"random workloads: same on {random_check['same']} of {n_random}", flush=True)
+    return {"before": BEFORE, "repeats": repeats, "rows": rows, "plan": plan, "random": random_check}
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -145,7 +203,8 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         "# The serving simulation before and after its split (issue 34 item 5)",
         "",
-        f"Produced by `.venv/bin/python tests/benchmarks/bench_sim_split.py --repeats {data['repeats']}` on "
+        f"Produced by `.venv/bin/python tests/benchmarks/bench_sim_split.py --repeats {data['repeats']} "
+        f"--random {data['random']['workloads']}` on "
         f"{data['date']} (load average {data['load_average']:.1f} at the start), on a 2-core machine shared "
         f"with other jobs. Before: `planner/engine_sim.py` at `{data['before'][:7]}` (one 398-line "
         "`simulate`, its state in local variables and closures). After: `simulate` over "
@@ -165,23 +224,33 @@ def markdown(data: dict[str, Any]) -> str:
         "`ServingPrediction` (every request's times kept, and the step trace of the first 300 requests).",
         "",
     ]
+    r = data["random"]
+    lines += [
+        f"**Random workloads** (`--random {r['workloads']}`, seeded): the same prediction on **{r['same']} of "
+        f"{r['workloads']}**. They reached closed loops ({r['closed']}), multi-step scheduling "
+        f"({r['multi_step']}), asynchronous scheduling ({r['async']}), preemption ({r['preempted']}), step "
+        f"traces ({r['traced']}) and runs that did not keep up ({r['unstable']}).",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--random", type=int, default=300, help="random workloads checked (default 300)")
     args = parser.parse_args()
     data = {
         "date": datetime.date.today().isoformat(),
         "load_average": os.getloadavg()[0],
-        **run(args.repeats),
+        **run(args.repeats, args.random),
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "sim_split.json").write_text(json.dumps(data, indent=2) + "\n")
     (OUT / "sim_split.md").write_text(markdown(data))
     print(f"wrote {OUT / 'sim_split.md'}")
     same = all(r["same"] for r in data["rows"]) and data["plan"]["same"]
+    same = same and data["random"]["same"] == data["random"]["workloads"]
     return 0 if same else 1
 
 
