@@ -270,7 +270,9 @@ def markdown(data: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("commits", nargs="+", help="commits to measure, e.g. 879204a HEAD")
+    parser.add_argument(
+        "commits", nargs="*", default=["879204a", "HEAD"], help="commits to measure (default: 879204a HEAD)"
+    )
     args = parser.parse_args()
     rows = [measure(c, how) for how in ("config", "calls") for c in args.commits]
     for r in rows:
