@@ -117,6 +117,24 @@ def _parse_time(text: str) -> float:
     return seconds + (float(f"0.{frac}") if frac else 0.0)
 
 
+def check_trace_pace(trace: str | Path, rate: float | None, time_scale: float) -> None:
+    """What :func:`read_trace` refuses before it reads a row: a file that is not there, a rate that is not
+    a positive number, and a ``rate`` with a ``time_scale`` other than 1 (both would set the pace)."""
+    if not Path(trace).is_file():
+        raise InvalidInput("trace", str(trace), "no such file", "Give the path of a trace CSV")
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise InvalidInput("time_scale", time_scale, "must be positive", "0.1 replays 10× faster")
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise InvalidInput("rate", rate, "must be a positive number of requests/s", "e.g. --rate 2")
+    if rate is not None and time_scale != 1.0:
+        raise InvalidInput(
+            "rate",
+            rate,
+            f"and time_scale={time_scale:g} both set the trace's pace",
+            "Give one: --rate replays it at that mean rate, --time-scale scales its own",
+        )
+
+
 def read_trace(
     path: str | Path,
     *,
@@ -130,16 +148,14 @@ def read_trace(
     given a ``rate`` (requests/s), scaled so the rows read have that mean rate, the gaps' pattern kept:
     (rows − 1) ÷ (their span × rate); rows that span no time stay as recorded.
 
-    Rows must be in time order (a trace that goes back in time is rejected, naming the row); token
-    counts are capped at ``max_prompt_tokens``/``max_output_tokens`` when given (for small models).
+    Rows must be in time order (a trace that goes back in time is rejected, naming the row); a ``rate``
+    with a ``time_scale`` other than 1 is refused, as both would set the pace; token counts are capped
+    at ``max_prompt_tokens``/``max_output_tokens`` when given (for small models).
     """
     import csv
 
     path = Path(path)
-    if not path.is_file():
-        raise InvalidInput("trace", str(path), "no such file", "Give the path of a trace CSV")
-    if not (math.isfinite(time_scale) and time_scale > 0):
-        raise InvalidInput("time_scale", time_scale, "must be positive", "0.1 replays 10× faster")
+    check_trace_pace(path, rate, time_scale)
     specs: list[RequestSpec] = []
     with path.open(newline="") as f:
         reader = csv.reader(f)

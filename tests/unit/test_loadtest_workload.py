@@ -107,3 +107,16 @@ def test_trace_bad_rows_and_files(tmp_path: Path) -> None:
         read_trace(tmp_path / "missing.csv")
     with pytest.raises(InvalidInput, match="time_scale"):
         read_trace(_write(tmp_path, "timestamp,input_tokens,output_tokens\n1,1,1\n"), time_scale=0)
+
+
+def test_a_trace_takes_one_pace_a_rate_or_a_time_scale(tmp_path: Path) -> None:
+    """The library refuses a rate with a time scale, naming both, instead of silently using the rate;
+    a rate that is not a positive number is refused by name."""
+    p = _write(tmp_path, "timestamp,input_tokens,output_tokens\n0,1,1\n2,1,1\n4,1,1\n")
+    assert [r.arrival_s for r in read_trace(p, rate=1.0)] == pytest.approx([0, 1, 2])
+    assert [r.arrival_s for r in read_trace(p, time_scale=0.5)] == pytest.approx([0, 1, 2])
+    with pytest.raises(InvalidInput, match=r"^rate=1\.0: and time_scale=0\.5 both set"):
+        read_trace(p, time_scale=0.5, rate=1.0)
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(InvalidInput, match=r"^rate="):
+            read_trace(p, rate=bad)

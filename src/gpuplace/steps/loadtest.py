@@ -28,7 +28,7 @@ from gpuplace.plandir import read_plan_dir
 from gpuplace.types import DeploymentRecord
 from gpuplace.types.plan import PlacementPlan, Prediction, Slo
 from gpuplace.types.workload import LengthDist, Traffic
-from gpuplace.workload import check_rate
+from gpuplace.workload import check_rate, check_trace_pace
 
 PARAMS: tuple[Param, ...] = (
     Param("endpoint", str, "", "base URL of the OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000"),
@@ -115,20 +115,6 @@ def read_load_test_inputs(
     )
 
 
-def _check_trace_pace(trace: str, rate: float | None, time_scale: float) -> None:
-    """A trace is replayed as recorded × ``time_scale``, or, given a ``rate``, scaled to that mean rate
-    (:func:`gpuplace.workload.read_trace`): one of the two, and a file that is there."""
-    if not Path(trace).is_file():
-        raise InvalidInput("trace", trace, "no such file", "Give the path of a trace CSV")
-    if rate is not None and time_scale != 1.0:
-        raise InvalidInput(
-            "rate",
-            rate,
-            f"and time_scale={time_scale:g} both set the trace's pace",
-            "Give one: --rate replays it at that mean rate, --time-scale scales its own",
-        )
-
-
 def load_test_config(
     params: Mapping[str, Any],
     *,
@@ -171,7 +157,7 @@ def load_test_config(
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise InvalidInput("time_scale", time_scale, "must be positive", "0.1 replays 10× faster")
     if traffic.trace:
-        _check_trace_pace(traffic.trace, rate, time_scale)
+        check_trace_pace(traffic.trace, rate, time_scale)
     if rate is not None:
         check_rate(rate)
     timeout = _positive(p.request_timeout_s, "request_timeout_s")
