@@ -15,12 +15,14 @@ from gpuplace.catalog.band_fit import (
     NOMINAL,
     POOLED,
     RatioPoint,
+    between_sources_interval,
     coverage,
     cross_validate,
     fit_edges,
     interval,
     load_regime,
     lookup,
+    pooled_interval,
     t_quantile,
 )
 from gpuplace.errors import InvalidInput
@@ -87,6 +89,42 @@ def test_a_figure_is_never_judged_by_a_band_its_own_publisher_drew() -> None:
     assert [h.inside for h in by_c] == [False, False, False]
     inside, judged, no_band = coverage(held)
     assert (judged, no_band) == (9, 0) and inside <= 6
+
+
+def test_with_a_publisher_effect_only_the_between_sources_interval_holds_a_new_publishers_figure() -> None:
+    """Monte Carlo: 5 publishers, each with its own bias (sd 0.3 in log space) and 4 figures of small
+    spread (sd 0.1); the next figure comes from a sixth publisher. The pooled interval, which counts 20
+    figures as 20 draws, holds it well under 80%; the between-sources one, which counts 5 publishers as 5,
+    holds it about 80%. Sources are what the coverage is judged by, so this is what it reveals."""
+    rng = random.Random(11)
+    trials, between, pooled = 3000, 0, 0
+    for _ in range(trials):
+        points = []
+        for s in range(5):
+            bias = rng.gauss(0, 0.3)
+            ratios = [math.exp(bias + rng.gauss(0, 0.1)) for _ in range(4)]
+            points += _points(str(s), ratios)
+        new = math.exp(rng.gauss(0, 0.3) + rng.gauss(0, 0.1))
+        low, high = between_sources_interval(points)
+        between += low <= new <= high
+        low, high = pooled_interval(points)
+        pooled += low <= new <= high
+    assert abs(between / trials - NOMINAL) < 0.03, between / trials
+    assert pooled / trials < NOMINAL - 0.08, pooled / trials
+
+
+def test_the_between_sources_interval_widens_with_disagreeing_publishers_and_needs_two() -> None:
+    agree = _points("a", [1.0, 1.1, 0.9]) + _points("b", [1.05, 0.95, 1.0], line0=20)
+    disagree = _points("a", [1.0, 1.1, 0.9]) + _points("b", [2.0, 2.2, 1.8], line0=20)
+    lo_a, hi_a = between_sources_interval(agree)
+    lo_d, hi_d = between_sources_interval(disagree)
+    assert hi_d / lo_d > 5 * (hi_a / lo_a)
+    # two publishers are two draws: t with 1 degree of freedom, wider than the pooled interval of 6
+    assert hi_d / lo_d > (lambda e: e[1] / e[0])(pooled_interval(disagree))
+    with pytest.raises(ValueError, match="2 sources"):
+        between_sources_interval(_points("a", [1.0, 1.1, 0.9]))
+    held = cross_validate(disagree + _points("c", [1.5, 1.6], line0=30), draw=between_sources_interval)
+    assert all(h.edge is not None and h.point.source not in h.edge.sources for h in held)
 
 
 def test_the_band_file_and_what_a_gpu_takes_from_it(tmp_path: Path) -> None:

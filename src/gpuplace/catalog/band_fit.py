@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 REGIMES: tuple[str, ...] = ("light", "heavy", "saturated")
@@ -95,28 +95,66 @@ def interval(ratios: Sequence[float], nominal: float = NOMINAL) -> tuple[float, 
     return math.exp(mean - half), math.exp(mean + half)
 
 
+def pooled_interval(points: Sequence[RatioPoint], nominal: float = NOMINAL) -> tuple[float, float]:
+    """The band's interval (:func:`interval`) over the points' ratios, each figure a draw of its own."""
+    return interval([p.ratio for p in points], nominal)
+
+
+def between_sources_interval(points: Sequence[RatioPoint], nominal: float = NOMINAL) -> tuple[float, float]:
+    """A prediction interval for a figure of a source not among ``points``' (at least 2 sources), in log
+    space: a one-way random-effects model, log ratio = μ + source effect + figure noise.
+
+    The spread of the k source means gives the between-source variance τ² (less the figure noise each mean
+    carries, floored at 0); the pooled within-source variance gives σ². The next source's figure varies by
+    τ² + σ² around μ, estimated by the mean of the source means (variance: the means' spread ÷ k), and the
+    quantile is Student's t with k − 1 degrees of freedom: two publishers are two draws, however many
+    figures each published. Not the shipped band: bench_published.py reports its coverage beside it.
+    """
+    groups: dict[str, list[float]] = defaultdict(list)
+    for p in points:
+        groups[p.source].append(math.log(p.ratio))
+    k = len(groups)
+    if k < 2:
+        raise ValueError(f"a between-source interval needs 2 sources, got {k}")
+    means = [statistics.fmean(g) for g in groups.values()]
+    within_df = sum(len(g) - 1 for g in groups.values())
+    within = (
+        sum((x - m) ** 2 for g, m in zip(groups.values(), means, strict=True) for x in g) / within_df
+        if within_df
+        else 0.0
+    )
+    spread = statistics.variance(means)
+    tau2 = max(0.0, spread - within * statistics.fmean(1 / len(g) for g in groups.values()))
+    half = t_quantile(0.5 + nominal / 2, k - 1) * math.sqrt(tau2 + within + spread / k)
+    mu = statistics.fmean(means)
+    return math.exp(mu - half), math.exp(mu + half)
+
+
+Interval = Callable[[Sequence[RatioPoint], float], tuple[float, float]]
+
+
 def _edge(
-    points: Sequence[RatioPoint], cls: str, metric: str, regime: str, nominal: float
+    points: Sequence[RatioPoint], cls: str, metric: str, regime: str, nominal: float, draw: Interval
 ) -> FittedEdge | None:
     sources = tuple(sorted({p.source for p in points}))
     if len(points) < MIN_ROWS or len(sources) < MIN_SOURCES:
         return None
-    low, high = interval([p.ratio for p in points], nominal)
+    low, high = draw(points, nominal)
     return FittedEdge(cls, metric, regime, low, high, tuple(sorted(p.line for p in points)), sources, nominal)
 
 
 def fit_edges(
-    points: Iterable[RatioPoint], nominal: float = NOMINAL
+    points: Iterable[RatioPoint], nominal: float = NOMINAL, draw: Interval = pooled_interval
 ) -> dict[tuple[str, str, str], FittedEdge]:
     """Every cell's band (class, metric, regime), and the pooled band of every (metric, regime) under
-    gpu_class :data:`POOLED`; cells too thin for a band are absent."""
+    gpu_class :data:`POOLED`; cells too thin for a band are absent. ``draw`` makes a cell's interval."""
     cells: dict[tuple[str, str, str], list[RatioPoint]] = defaultdict(list)
     for p in points:
         cells[(p.gpu_class, p.metric, p.regime)].append(p)
         cells[(POOLED, p.metric, p.regime)].append(p)
     out = {}
     for key, members in sorted(cells.items()):
-        edge = _edge(members, *key, nominal)
+        edge = _edge(members, *key, nominal, draw)
         if edge is not None:
             out[key] = edge
     return out
@@ -143,11 +181,13 @@ class HeldOut:
         return self.edge.low <= self.point.ratio <= self.edge.high
 
 
-def cross_validate(points: Sequence[RatioPoint], nominal: float = NOMINAL) -> list[HeldOut]:
+def cross_validate(
+    points: Sequence[RatioPoint], nominal: float = NOMINAL, draw: Interval = pooled_interval
+) -> list[HeldOut]:
     """Leave one source out: every figure judged by the band the other sources' figures draw."""
     out = []
     for source in sorted({p.source for p in points}):
-        edges = fit_edges((p for p in points if p.source != source), nominal)
+        edges = fit_edges((p for p in points if p.source != source), nominal, draw)
         out += [
             HeldOut(p, lookup(edges, p.gpu_class, p.metric, p.regime)) for p in points if p.source == source
         ]
