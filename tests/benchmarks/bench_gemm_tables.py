@@ -1,6 +1,6 @@
 """gpuplace's linear-layer time against the GEMMs NVIDIA AIConfigurator measured with vLLM (issue 32, Build 2).
 
-The step model prices a step's linear layers (QKV, O, gate-up, down of every layer and the LM head) from a
+The class roofline prices a step's linear layers (QKV, O, gate-up, down of every layer and the LM head) from a
 roofline and two GPU-class efficiencies, ``max(weights ÷ (bandwidth · MBU) + kernel floors, FLOPs ÷ (peak ·
 MFU))``. AIConfigurator 0.12.0 ships GEMM latencies it measured with vLLM's kernels (H100 SXM: vLLM 0.24.0;
 A100 SXM: vLLM 0.14.0) over tokens per step ``m`` and weight shapes ``n × k``. This benchmark reads those
@@ -14,11 +14,13 @@ row-parallel O and down split ``k``), log-bilinear between measured sizes.
 and every GEMM of the step has ``n`` and ``k`` in the fitted range; the others (tokens 33–2047; the narrow
 shards of TP 4 and 8) are out of sample, and only they test the step model.
 
-**What if the step model used them.** The benchmark then predicts the published measurements again
-(``bench_published.py``'s rows and goals) with the measured GEMMs in place of the class efficiencies for the
-linear layers of every bf16 shape on these two GPUs (``StepTimeModel.gemm_curve``/``head_curve``, built per
-model and TP degree from the tables; everything else unchanged), and reports the goals beside today's. A
-counterfactual, not gpuplace's prediction: the step model does not read these tables.
+**What the step model uses.** Since 2026-12-07 the step model prices the linear layers of a whole H100 SXM
+or A100 SXM from these tables (``src/gpuplace/catalog/data/gemm_curves.csv``, written by
+``write_gemm_curves.py`` for the catalog's presets at TP 1–8, bf16 and on the H100 FP8), and falls back on the
+class roofline above for other GPUs, other shapes, MIG slices and time-sliced shares. The benchmark checks
+the shipped curves against the tables (``shipped ÷ measured``, 1.00 when the file is current) and predicts
+the published measurements again with the roofline in place of the curves (``bench_published.py``'s goals),
+to show what the curves changed.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_gemm_tables.py`` (creates ``.venv-aic`` on first use: a
 pip install of aiconfigurator 0.12.0; the counterfactual takes about three minutes). Writes
@@ -27,7 +29,6 @@ docs/benchmarks/gemm_tables.{md,json}.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import math
@@ -71,11 +72,11 @@ def in_sample(m: int, shapes: list[tuple[str, int, int]]) -> bool:
     )
 
 
-def ask(system: str, points: list[list[int]]) -> dict[str, Any]:
+def ask(system: str, points: list[list[int]], dtype: str = "bfloat16") -> dict[str, Any]:
     from tests.benchmarks.bench_fidelity import ensure_aic
 
     python = ensure_aic()
-    job = {"system": system, "dtype": "bfloat16", "points": points}
+    job = {"system": system, "dtype": dtype, "points": points}
     done = subprocess.run(
         [str(python), str(DRIVER)], input=json.dumps(job), capture_output=True, text=True, check=True
     )
@@ -88,57 +89,31 @@ def powers_of_two_measured(system: str) -> tuple[int, ...]:
     return tuple(m for m in ask(system, [])["grid_m"] if m & (m - 1) == 0)
 
 
-def curves(gpu: str, arch: Any, tp: int) -> tuple[tuple[tuple[float, float], ...], ...]:
-    """The linear layers' seconds (all layers) and the LM head's, by tokens, from the measured GEMMs."""
-    grid = powers_of_two_measured(SYSTEMS[gpu])
-    shapes = sharded(arch, tp)
-    lat = ask(SYSTEMS[gpu], [[m, n, k] for m in grid for _, n, k in shapes])["latency_ms"]
-    body, head = [], []
-    for i, m in enumerate(grid):
-        per = dict(zip([s[0] for s in shapes], lat[i * len(shapes) : (i + 1) * len(shapes)], strict=True))
-        body.append(
-            (float(m), sum(v for name, v in per.items() if name != "lm_head") * arch.num_layers / 1e3)
-        )
-        head.append((float(m), per["lm_head"] / 1e3))
-    return tuple(body), tuple(head)
-
-
 def counterfactual() -> dict[str, Any]:
-    """The published benchmark's goals, today's and with the measured GEMMs in the step model."""
+    """The published benchmark's goals, today's (the measured GEMM curves) and with the class roofline in
+    their place (what the step model did before it read them)."""
     sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
     import bench_published
     from published_rows import read_rows
 
-    import gpuplace.planner.predict as predict_module
-    from gpuplace.types.precision import BF16
+    import gpuplace.planner.steptime as steptime
 
     rows = read_rows(bench_published.MEASUREMENTS)
     today = bench_published.goal_counts(bench_published.evaluate(rows)[0])
-    original = predict_module.roofline_step_model
-    cached = functools.cache(curves)
-
-    def with_tables(arch: Any, hw: Any, eff: Any, precision: Any = BF16) -> Any:
-        base = original(arch, hw, eff, precision)
-        if hw.spec.name not in SYSTEMS or precision != BF16:
-            return base
-        body, head = cached(hw.spec.name, arch, hw.tp)
-        return dataclasses.replace(
-            base, gemm_curve=body, head_curve=head, source=f"{base.source} + AIC GEMMs"
-        )
-
-    predict_module.roofline_step_model = with_tables  # type: ignore[assignment]
+    original = steptime.measured_gemm_curves
+    steptime.measured_gemm_curves = lambda *args, **kwargs: None  # type: ignore[assignment]
     try:
-        tables = bench_published.goal_counts(bench_published.evaluate(rows)[0])
+        roofline = bench_published.goal_counts(bench_published.evaluate(rows)[0])
     finally:
-        predict_module.roofline_step_model = original
-    return {"today": today, "with_measured_gemms": tables}
+        steptime.measured_gemm_curves = original
+    return {"today": today, "with_the_roofline": roofline}
 
 
 def measure() -> dict[str, Any]:
     from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.predict import shape_spec
-    from gpuplace.planner.steptime import choose_efficiencies, roofline_step_model
+    from gpuplace.planner.steptime import choose_efficiencies, interp_loglog, roofline_step_model
 
     catalog, eff_table = load_gpu_catalog(), load_efficiency_table()
     rows: list[dict[str, Any]] = []
@@ -156,13 +131,14 @@ def measure() -> dict[str, Any]:
                 first = len(points)
                 points += [[m, n, k] for _, n, k in shapes]
                 ours = max(step.weights_s, m * step.gemm_s_per_token + m * step.head_s_per_sample)
-                plan.append((model, tp, m, shapes, first, ours, arch.num_layers))
+                shipped = interp_loglog(step.gemm_curve, m) + interp_loglog(step.head_curve, m)
+                plan.append((model, tp, m, shapes, first, ours, shipped, arch.num_layers))
         answer = ask(system, points)
         sources[gpu] = (
             f"{answer['device']}, vLLM {answer['framework_version']} (AIConfigurator 0.12.0 {system})"
         )
         lat = answer["latency_ms"]
-        for model, tp, m, shapes, first, ours, layers in plan:
+        for model, tp, m, shapes, first, ours, shipped, layers in plan:
             per = dict(zip([s[0] for s in shapes], lat[first : first + len(shapes)], strict=True))
             body = sum(v for name, v in per.items() if name != "lm_head")
             measured = (layers * body + per["lm_head"]) / 1e3
@@ -175,11 +151,24 @@ def measure() -> dict[str, Any]:
                     "gpuplace_s": ours,
                     "measured_s": measured,
                     "ratio": ours / measured if measured > 0 else math.nan,
+                    "shipped_ratio": shipped / measured if measured > 0 else math.nan,
                     "in_sample": in_sample(m, shapes),
                     "narrowest": min(min(n, k) for _, n, k in shapes),
                 }
             )
     return {"rows": rows, "sources": sources}
+
+
+def _shipped_line(rows: list[dict[str, Any]]) -> str:
+    """Whether the shipped curves are the tables' (1.00 at every point when the file is current)."""
+    got = sorted(r["shipped_ratio"] for r in rows if math.isfinite(r.get("shipped_ratio", math.nan)))
+    if not got:
+        return "The shipped curves (`gemm_curves.csv`) cover none of these points."
+    off = sum(1 for q in got if abs(q - 1) > 0.01)
+    return (
+        f"The shipped curves (`gemm_curves.csv`) ÷ the tables: {got[0]:.3f}–{got[-1]:.3f} over {len(got)} points, "
+        f"{off} off by more than 1% (0 when the file is current; else rerun `write_gemm_curves.py`)."
+    )
 
 
 def markdown(data: dict[str, Any], seconds: float) -> str:
@@ -190,11 +179,15 @@ def markdown(data: dict[str, Any], seconds: float) -> str:
         f"Generated by `.venv/bin/python tests/benchmarks/bench_gemm_tables.py` on {time.strftime('%Y-%m-%d')} "
         f"({seconds:.0f} s). Tables: "
         + "; ".join(f"{gpu}: {src}" for gpu, src in data["sources"].items())
-        + ". gpuplace ÷ measured below 1 is the step model faster than the measured kernels (optimistic).",
+        + ". roofline ÷ measured below 1 is the class roofline faster than the measured kernels (optimistic). "
+        "The step model uses the measured curves for these shapes (`gemm_curves.csv`); the roofline is what it "
+        "falls back on elsewhere.",
+        "",
+        _shipped_line(rows),
         "",
         "Out of sample (tokens 33–2047, or a GEMM shard narrower than 4096, outside efficiency.csv's fit):",
         "",
-        "| GPU | out-of-sample points | median gpuplace ÷ measured | range | within ±15% |",
+        "| GPU | out-of-sample points | median roofline ÷ measured | range | within ±15% |",
         "|---|---|---|---|---|",
     ]
     for gpu in SYSTEMS:
@@ -218,27 +211,28 @@ def markdown(data: dict[str, Any], seconds: float) -> str:
             lines.append(f"| {gpu} | {model} | {tp} | {cells[0]['narrowest']} | " + " | ".join(fmt) + " |")
     lines += [
         "",
-        "`*`: out of sample. Figures are gpuplace's linear-layer time ÷ the measured GEMMs' sum.",
+        "`*`: out of sample. Figures are the class roofline's linear-layer time ÷ the measured GEMMs' sum.",
         "",
     ]
     goals = data.get("counterfactual")
     if goals:
         lines += [
-            "## What if the step model used the measured GEMMs (a counterfactual)",
+            "## What the measured curves changed",
             "",
-            "The published benchmark's goals (docs/benchmarks/published.md), predicted again with these tables "
-            "in place of the class efficiencies for the linear layers of the bf16 shapes on these two GPUs:",
+            "The published benchmark's goals (docs/benchmarks/published.md) as gpuplace predicts them today, and "
+            "again with the class roofline in place of the measured curves for the linear layers (everything else "
+            "as today):",
             "",
-            "| goal | today | with the measured GEMMs |",
+            "| goal | today (measured GEMMs) | with the class roofline |",
             "|---|---|---|",
         ]
         for key, label in (("tpot_p50", "p50 TPOT within 20%"), ("ttft_p50", "p50 TTFT within 30%")):
-            a, b = goals["today"][key], goals["with_measured_gemms"][key]
+            a, b = goals["today"][key], goals["with_the_roofline"][key]
             lines.append(
-                f"| {label} | {a['within']} of {a['rows']} (median {a['median_error']:+.0%}) | "
-                f"{b['within']} of {b['rows']} (median {b['median_error']:+.0%}) |"
+                f"| {label} | {a['within']} of {a['rows']} (median {a['median_error']:+.1%}) | "
+                f"{b['within']} of {b['rows']} (median {b['median_error']:+.1%}) |"
             )
-        a, b = goals["today"]["saturation_vs_trt"], goals["with_measured_gemms"]["saturation_vs_trt"]
+        a, b = goals["today"]["saturation_vs_trt"], goals["with_the_roofline"]["saturation_vs_trt"]
         lines += [
             f"| saturation 0.5–1.05 × TensorRT-LLM offline | {a['within']} of {a['rows']} ({a['above']} above) | "
             f"{b['within']} of {b['rows']} ({b['above']} above) |",

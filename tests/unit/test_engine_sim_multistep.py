@@ -91,8 +91,11 @@ def test_num_scheduler_steps_is_checked_and_never_deployed() -> None:
 
 def test_predict_runs_a_published_vllm_0_6_as_it_ran() -> None:
     """``predict(engine_changes=...)``: the SGLang repository's run of vLLM 0.6.0 (10 scheduler steps,
-    at most 256 sequences) on an A100 at 4 req/s; its measured p50 TTFT was 100 ms, and half a run of
-    10 decode steps is what a new request waits (docs/serving-model.md)."""
+    at most 256 sequences) on an A100 at 4 req/s; its measured p50 TTFT was 100 ms. A new request waits
+    for the run of 10 decode steps under way, half a run at the median, less what the V1 engine's step
+    costs more for mixing the prefill into it (about 3 steps here: 3.2 with the class roofline for the
+    linear layers, 2.9 with the measured GEMMs, which price a mixed step's 170 tokens higher);
+    docs/serving-model.md."""
     from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.predict import Load, predict, shape_spec
@@ -110,6 +113,7 @@ def test_predict_runs_a_published_vllm_0_6_as_it_ran() -> None:
         engine_changes={"num_scheduler_steps": 10, "max_num_seqs": 256},
     )  # fmt: skip
     step = v0.serving.tpot.p50
-    assert v0.serving.ttft.p50 - v1.serving.ttft.p50 > 3 * step
+    assert v0.serving.ttft.p50 - v1.serving.ttft.p50 > 2.5 * step
+    assert v0.serving.ttft.p50 == pytest.approx(0.100, rel=0.3)  # the measured p50 TTFT
     with pytest.raises(InvalidInput, match="engine_changes"):
         predict(arch, shape, Load(rate_rps=4), traffic, eff, engine_changes={"scheduler_steps": 10})

@@ -243,7 +243,7 @@ def test_replicas_spread_over_distinct_nodes_when_possible() -> None:
         PROFILE,
         load_inventory("h100-nvlink"),
         CATALOG,
-        request("llama-3.1-8b", replace(SLO, rate_rps=40)),
+        request("llama-3.1-8b", replace(SLO, rate_rps=60)),  # more than one H100 holds
     )
     nodes = [p.node for p in plan.placements]
     assert plan.replicas > 1 and len(set(nodes)) == min(len(nodes), 4)

@@ -36,11 +36,12 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuplace.catalog.efficiency import EfficiencyTable
+from gpuplace.catalog.gemm_curves import measured_gemm_curves
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.hardware import LINKS, SERVING_DTYPE_BYTES, SHARED_OVERHEAD, ReplicaHardware, link_gbps
 from gpuplace.types import LatencyProfile, ModelArch
@@ -197,10 +198,17 @@ def activation_bytes_per_token(arch: ModelArch, tp: int, dtype_bytes: int = SERV
 
 
 def roofline_step_model(
-    arch: ModelArch, shape: ReplicaHardware, eff: Efficiencies, precision: Precision = BF16
+    arch: ModelArch,
+    shape: ReplicaHardware,
+    eff: Efficiencies,
+    precision: Precision = BF16,
+    *,
+    measured_gemms: bool = True,
 ) -> StepTimeModel:
     """The step-time coefficients of ``arch`` on ``shape`` at efficiencies ``eff``, serving in
-    ``precision`` (bf16 by default).
+    ``precision`` (bf16 by default): the class roofline, with the linear layers from the bundled
+    measured GEMMs where they cover this shape (:func:`with_measured_gemms`; ``measured_gemms=False``
+    keeps the roofline's).
 
     FP8 weights (W8A8) halve the bytes of the linear layers and run their FLOPs at the GPU's FP8 tensor
     peak, at the same MFU as bf16 (no FP8 GEMM table was fitted); the LM head, attention, activations and
@@ -240,7 +248,7 @@ def roofline_step_model(
         comm_token = 2 * arch.num_layers * ring * arch.hidden_size * b / link
     slow = SHARED_OVERHEAD if shape.shared else 1.0
     attn_flops_per_pair = 4 * arch.num_layers * arch.num_attention_heads * arch.head_dim / tp
-    return StepTimeModel(
+    model = StepTimeModel(
         per_token_s=activation_bytes_per_token(arch, tp) / bw * slow,
         fixed_s=eff.step_overhead_s * slow,
         cpu_step_s=eff.cpu_step_s * slow,
@@ -256,6 +264,29 @@ def roofline_step_model(
         request_overhead_s=eff.request_overhead_s,
         source=f"roofline of {spec.name} × TP{tp} ({shape.link})"
         + ("" if precision == BF16 else f", {precision.label}"),
+    )
+    return with_measured_gemms(model, arch, shape, precision) if measured_gemms else model
+
+
+def with_measured_gemms(
+    model: StepTimeModel, arch: ModelArch, shape: ReplicaHardware, precision: Precision
+) -> StepTimeModel:
+    """``model`` with its linear layers from the measured GEMMs of ``gemm_curves.csv``
+    (:mod:`gpuplace.catalog.gemm_curves`) where the file has this model's shapes on this whole GPU at
+    this TP degree with these weights (bf16, or FP8 W8A8); else ``model`` as it is (the class roofline).
+    A MIG slice or a time-sliced share runs on part of a GPU the tables did not measure, and keeps the
+    roofline."""
+    if shape.shared or shape.bandwidth_share != 1.0 or shape.compute_share != 1.0:
+        return model
+    dtype = "fp8" if precision.fp8_weights else "bfloat16"
+    curves = measured_gemm_curves(shape.spec.name, arch, shape.tp, dtype)
+    if curves is None:
+        return model
+    return replace(
+        model,
+        gemm_curve=tuple((t, s * arch.num_layers) for t, s in curves.layer),
+        head_curve=curves.head,
+        source=f"{model.source}, linear layers measured ({curves.source})",
     )
 
 

@@ -1,0 +1,152 @@
+"""The measured linear-layer curves (``catalog/data/gemm_curves.csv``, from AIConfigurator's GEMM tables) and
+where the step model uses them: whole H100 SXM and A100 SXM GPUs, for the catalog presets' shapes, bf16 and
+(H100) FP8 weights; never a MIG slice, a time-sliced share, or a shape the file lacks; and never in place of
+a table the user measured (``gpuplace profile --operators``).
+
+The file is checked against AIConfigurator's tables themselves by ``tests/benchmarks/bench_gemm_tables.py``
+(``shipped ÷ measured``), which needs AIConfigurator's venv; here it is held to its own structure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuplace.catalog import load_gpu_catalog, model_arch_from_config, resolve_model
+from gpuplace.catalog.efficiency import load_efficiency_table
+from gpuplace.catalog.gemm_curves import (
+    COLUMNS,
+    load_gemm_curves,
+    measured_gemm_curves,
+    shapes_key,
+    sharded_shapes,
+)
+from gpuplace.errors import InvalidInput
+from gpuplace.planner.hardware import ReplicaHardware
+from gpuplace.planner.kernels import operator_step_model
+from gpuplace.planner.steptime import StepTimeModel, choose_efficiencies, interp_loglog, roofline_step_model
+from gpuplace.profiling.operator_table import read_operator_table
+from gpuplace.types import ModelArch
+from gpuplace.types.precision import BF16, Precision
+
+REPO = Path(__file__).resolve().parents[2]
+FP8 = Precision("fp8", "auto")
+
+
+def _arch(name: str = "llama-3.1-8b") -> ModelArch:
+    return model_arch_from_config(name, resolve_model(name).config)
+
+
+def _step(gpu: str, arch: ModelArch, precision: Precision = BF16, **hw: Any) -> StepTimeModel:
+    shape = ReplicaHardware(spec=load_gpu_catalog().get(gpu), **hw)
+    eff, _ = choose_efficiencies(arch, shape, load_efficiency_table())
+    return roofline_step_model(arch, shape, eff, precision)
+
+
+def test_shards_are_vllms() -> None:
+    """Column-parallel QKV, gate-up and LM head split n; O and down split k; KV heads are replicated when
+    TP exceeds them (70B has 8)."""
+    arch = _arch("llama-3.1-70b")
+    assert sharded_shapes(arch, 8) == [
+        ("qkv", 64 * 128 // 8 + 2 * 128, 8192),
+        ("o", 8192, 8192 // 8),
+        ("gate_up", 2 * 28672 // 8, 8192),
+        ("down", 8192, 28672 // 8),
+        ("lm_head", 128256 // 8, 8192),
+    ]
+    assert sharded_shapes(arch, 16)[0] == ("qkv", 64 * 128 // 16 + 2 * 128, 8192)
+    with pytest.raises(InvalidInput, match=r"^tp=0"):
+        sharded_shapes(arch, 0)
+
+
+def test_the_shipped_file_covers_the_presets_on_the_measured_gpus() -> None:
+    curves = load_gemm_curves()
+    catalog = load_gpu_catalog()
+    assert {gpu for gpu, *_ in curves} == {"H100-SXM5-80GB", "A100-SXM4-80GB"}
+    assert {(gpu, dtype) for gpu, dtype, *_ in curves} == {
+        ("H100-SXM5-80GB", "bfloat16"),
+        ("H100-SXM5-80GB", "fp8"),
+        ("A100-SXM4-80GB", "bfloat16"),
+    }
+    for (gpu, _, _, tp), c in curves.items():
+        assert catalog.get(gpu).name == gpu and tp in (1, 2, 4, 8)
+        tokens = [t for t, _ in c.layer]
+        assert tokens == sorted(tokens) and tokens[0] == 1 and tokens[-1] >= 8192
+        assert c.layer[-1][1] > 10 * c.layer[0][1]  # a full compute-bound step costs more than a decode
+        assert "AIConfigurator 0.12.0" in c.source and "vLLM" in c.source
+    for model in ("llama-3.1-8b", "llama-3.1-70b"):
+        for tp in (1, 2, 4, 8):
+            assert measured_gemm_curves("H100-SXM5-80GB", _arch(model), tp) is not None, (model, tp)
+    assert measured_gemm_curves("H200-SXM-141GB", _arch(), 1) is None
+    assert measured_gemm_curves("A100-SXM4-80GB", _arch(), 1, "fp8") is None
+    assert measured_gemm_curves("H100-SXM5-80GB", _arch("tiny"), 1) is None
+
+
+def test_a_malformed_file_is_refused_naming_the_line_and_column(tmp_path: Path) -> None:
+    head = ",".join(COLUMNS)
+    good = 'H100-SXM5-80GB,bfloat16,qkv=1x1,1,1,1e-4,2e-4,"src"'
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"{head}\n{good}\nH100-SXM5-80GB,bfloat16,qkv=1x1,1,2,fast,2e-4,src\n")
+    with pytest.raises(InvalidInput, match=r"^bad.csv:3 layer_s='fast': must be a positive number"):
+        load_gemm_curves(bad)
+    other = tmp_path / "other.csv"
+    other.write_text("gpu,tokens\nH100-SXM5-80GB,1\n")
+    with pytest.raises(InvalidInput, match="has other columns"):
+        load_gemm_curves(other)
+    repeated = tmp_path / "repeated.csv"
+    repeated.write_text(f"{head}\n{good}\n{good}\n")
+    with pytest.raises(InvalidInput, match="repeats a tokens count"):
+        load_gemm_curves(repeated)
+    fine = tmp_path / "fine.csv"
+    fine.write_text(f"{head}\n{good}\n")
+    assert load_gemm_curves(fine)[("H100-SXM5-80GB", "bfloat16", "qkv=1x1", 1)].layer == ((1.0, 1e-4),)
+
+
+def test_a_whole_h100_prices_its_linear_layers_from_the_curves() -> None:
+    """The step at 1 and at 4096 tokens costs the measured layers × the model's layers plus the head,
+    beside the rest of the step (which the class roofline still prices)."""
+    arch = _arch()
+    step = _step("H100-SXM5-80GB", arch)
+    c = measured_gemm_curves("H100-SXM5-80GB", arch, 1)
+    assert c is not None
+    assert "linear layers measured (AIConfigurator 0.12.0 h100_sxm" in step.source
+    roof = replace(step, gemm_curve=(), head_curve=())
+    for tokens in (1, 4096):
+        linear = arch.num_layers * interp_loglog(c.layer, tokens) + interp_loglog(c.head, 1)
+        rest = roof.step_s(tokens, 1, 1) - max(
+            roof.weights_s, tokens * roof.gemm_s_per_token + roof.head_s_per_sample
+        )
+        assert step.step_s(tokens, 1, 1) == pytest.approx(linear + rest, rel=1e-9)
+    fp8 = _step("H100-SXM5-80GB", arch, FP8)
+    assert "fp8; LM head bfloat16" in fp8.source
+    assert fp8.step_s(4096, 1, 1) < step.step_s(4096, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "model", "hw"),
+    [
+        ("H100-SXM5-80GB", "llama-3.1-8b", {"bandwidth_share": 1 / 7, "compute_share": 1 / 7}),  # a MIG slice
+        ("H100-SXM5-80GB", "llama-3.1-8b", {"shared": True}),  # a time-sliced share
+        ("L40S-48GB", "llama-3.1-8b", {}),  # a GPU the tables did not measure
+        ("H100-SXM5-80GB", "tiny", {}),  # shapes the file lacks
+    ],
+)
+def test_elsewhere_the_class_roofline_stays(gpu: str, model: str, hw: dict[str, object]) -> None:
+    step = _step(gpu, _arch(model), **hw)
+    assert step.gemm_curve == () and "measured" not in step.source
+
+
+def test_a_table_the_user_measured_comes_first() -> None:
+    """``gpuplace profile --operators`` (here the real H200's table, priced on an H100 shape as the caller
+    would after checking the GPU) replaces the bundled curves."""
+    table = read_operator_table(REPO / "docs/benchmarks/gpu/2026-12-04/operators.json")
+    arch = _arch()
+    shape = ReplicaHardware(spec=load_gpu_catalog().get("H100-SXM5-80GB"))
+    eff, _ = choose_efficiencies(arch, shape, load_efficiency_table())
+    bundled = roofline_step_model(arch, shape, eff)
+    mine, _ = operator_step_model(arch, shape, eff, table)
+    assert mine.gemm_curve and mine.gemm_curve != bundled.gemm_curve
+    assert "AIConfigurator" not in mine.source
+    assert shapes_key(arch).startswith("qkv=6144x4096 ")
