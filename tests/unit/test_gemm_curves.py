@@ -150,3 +150,20 @@ def test_a_table_the_user_measured_comes_first() -> None:
     assert mine.gemm_curve and mine.gemm_curve != bundled.gemm_curve
     assert "AIConfigurator" not in mine.source
     assert shapes_key(arch).startswith("qkv=6144x4096 ")
+
+
+def test_a_prediction_says_where_its_linear_layers_came_from() -> None:
+    from gpuplace.planner.predict import replica_model, shape_spec
+    from gpuplace.planner.replica import TrafficShape
+    from gpuplace.workload import LengthDist
+
+    arch, catalog = _arch(), load_gpu_catalog()
+    traffic = TrafficShape(LengthDist("fixed", 512), LengthDist("fixed", 128), requests=50)
+    _, notes = replica_model(
+        arch, shape_spec(arch, catalog.get("H100-SXM5-80GB")), traffic, load_efficiency_table()
+    )
+    assert any(n.startswith("H100-SXM5-80GB: linear layers from measured GEMMs") for n in notes), notes
+    _, notes = replica_model(
+        arch, shape_spec(arch, catalog.get("L40S-48GB")), traffic, load_efficiency_table()
+    )
+    assert not any("measured GEMMs" in n for n in notes), notes

@@ -29,6 +29,7 @@ from gpuplace.planner.steptime import (
     StepTimeModel,
     choose_efficiencies,
     kv_bytes_per_token_per_gpu,
+    linear_layers_note,
     roofline_step_model,
 )
 from gpuplace.types import LatencyProfile, ModelArch
@@ -232,7 +233,9 @@ class ServingModels:
                 return model
             why = refusal or f"has no GEMMs for {self.request.precision.label} weights"
             self._notes[f"--operators: the table {why}; {shape.spec.name} on its class defaults"] = None
-        return roofline_step_model(self.arch, shape.hardware(link), eff, self.request.precision)
+        model = roofline_step_model(self.arch, shape.hardware(link), eff, self.request.precision)
+        self._notes.update(dict.fromkeys(linear_layers_note(model, shape.spec.name)))
+        return model
 
     def replica(self, shape: OfferedShape, link: str | None = None) -> ReplicaModel:
         """The cached replica model of ``shape`` over ``link`` (its own best tier by default)."""

@@ -27,7 +27,7 @@ from gpuplace.planner.engine import GIB, VLLM_GPU_MEMORY_UTILIZATION, vllm_engin
 from gpuplace.planner.kernels import OPERATORS_FIX, operator_step_model, operators_refusal
 from gpuplace.planner.offers import OfferedShape
 from gpuplace.planner.replica import ReplicaModel, TrafficShape
-from gpuplace.planner.steptime import choose_efficiencies, roofline_step_model
+from gpuplace.planner.steptime import choose_efficiencies, linear_layers_note, roofline_step_model
 from gpuplace.types import Distribution, GpuSpec, ModelArch
 from gpuplace.types.engine import EngineParams, ServingPrediction
 from gpuplace.types.operators import OperatorTable
@@ -317,9 +317,8 @@ def replica_model(
         engine = engine.with_changes(engine_changes)
     eff, notes = choose_efficiencies(arch, shape.hardware(), efficiency)
     if operators is None:
-        return ReplicaModel(
-            engine, roofline_step_model(arch, shape.hardware(), eff, precision), traffic
-        ), notes
+        model = roofline_step_model(arch, shape.hardware(), eff, precision)
+        return ReplicaModel(engine, model, traffic), (*notes, *linear_layers_note(model, shape.spec.name))
     refusal = operators_refusal(operators, shape.spec.name)
     if refusal:
         raise InvalidInput("operators", operators.describe(), refusal, OPERATORS_FIX)

@@ -78,6 +78,7 @@ class StepTimeModel:
     gemm_curve: tuple[tuple[float, float], ...] = ()
     head_curve: tuple[tuple[float, float], ...] = ()
     source: str = ""
+    linear_source: str = ""  # where gemm_curve came from when it is bundled measured GEMMs ("" otherwise)
 
     def step_s(
         self,
@@ -287,6 +288,16 @@ def with_measured_gemms(
         gemm_curve=tuple((t, s * arch.num_layers) for t, s in curves.layer),
         head_curve=curves.head,
         source=f"{model.source}, linear layers measured ({curves.source})",
+        linear_source=curves.source,
+    )
+
+
+def linear_layers_note(model: StepTimeModel, gpu: str) -> tuple[str, ...]:
+    """The note a prediction carries when its linear layers are bundled measured GEMMs."""
+    if not model.linear_source:
+        return ()
+    return (
+        f"{gpu}: linear layers from measured GEMMs of this shape ({model.linear_source}; gemm_curves.csv)",
     )
 
 
