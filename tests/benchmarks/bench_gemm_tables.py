@@ -14,9 +14,9 @@ row-parallel O and down split ``k``), log-bilinear between measured sizes.
 and every GEMM of the step has ``n`` and ``k`` in the fitted range; the others (tokens 33–2047; the narrow
 shards of TP 4 and 8) are out of sample, and only they test the step model.
 
-**What the step model uses.** Since 2026-12-07 the step model prices the linear layers of a whole H100 SXM
-or A100 SXM from these tables (``src/gpuplace/catalog/data/gemm_curves.csv``, written by
-``write_gemm_curves.py`` for the catalog's presets at TP 1–8, bf16 and on the H100 FP8), and falls back on the
+**What the step model uses.** Since 2026-12-07 the step model prices the linear layers of a whole H100 SXM,
+H200 SXM or A100 SXM from these tables (``src/gpuplace/catalog/data/gemm_curves.csv``, written by
+``write_gemm_curves.py`` for the catalog's presets at TP 1–8, bf16 and on the Hoppers FP8), and falls back on the
 class roofline above for other GPUs, other shapes, MIG slices and time-sliced shares. The benchmark checks
 the shipped curves against the tables (``shipped ÷ measured``, 1.00 when the file is current) and predicts
 the published measurements again with the roofline in place of the curves (``bench_published.py``'s goals),

@@ -14,8 +14,8 @@ weights, in place of the class efficiencies' roofline of the linear layers; a ta
 the same shapes as a preset (Llama-3-8B and Llama-3.1-8B) takes the same curve.
 
 Run: ``.venv/bin/python tests/benchmarks/write_gemm_curves.py`` (a pip install of aiconfigurator on first
-use, then seconds). bf16 on both GPUs; on the H100 also FP8 (W8A8, per-tensor scales: the table's ``fp8``), whose
-LM head stays bf16 as in vLLM.
+use, then seconds). bf16 on every GPU; on the H100 and H200 also FP8 (W8A8, per-tensor scales: the table's
+``fp8``), whose LM head stays bf16 as in vLLM.
 """
 
 from __future__ import annotations
@@ -29,10 +29,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 OUT = REPO / "src" / "gpuplace" / "catalog" / "data" / "gemm_curves.csv"
-SYSTEMS = {"H100-SXM5-80GB": "h100_sxm", "A100-SXM4-80GB": "a100_sxm"}
+SYSTEMS = {"H100-SXM5-80GB": "h100_sxm", "H200-SXM-141GB": "h200_sxm", "A100-SXM4-80GB": "a100_sxm"}
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-7b")
 TPS = (1, 2, 4, 8)
-DTYPES = {"H100-SXM5-80GB": ("bfloat16", "fp8"), "A100-SXM4-80GB": ("bfloat16",)}  # A100: no FP8 cores
+DTYPES = {
+    "H100-SXM5-80GB": ("bfloat16", "fp8"),
+    "H200-SXM-141GB": ("bfloat16", "fp8"),
+    "A100-SXM4-80GB": ("bfloat16",),
+}  # A100: no FP8 cores
 
 
 def _rows(gpu: str, system: str, dtype: str, plan: list[Any], points: list[list[int]]) -> list[list[str]]:
