@@ -184,3 +184,16 @@ def test_the_h200_curves_agree_with_the_kernels_measured_on_the_projects_own_h20
         mine = sum(rows[layer, t] for layer in ("qkv", "o", "gate_up", "down"))
         assert interp_loglog(curves.layer, t) == pytest.approx(mine, rel=0.10), t
         assert interp_loglog(curves.head, t) == pytest.approx(rows["lm_head", t], rel=0.20), t
+
+
+def test_a_profile_of_the_same_gpu_keeps_the_roofline_it_calibrated() -> None:
+    """A latency profile measured on this very GPU calibrates MBU and MFU: the user's own measurement then
+    prices the linear layers, not the bundled curves; a profile of another GPU changes nothing here."""
+    from tests.unit.test_steptime import _profile
+
+    arch = _arch()
+    shape = ReplicaHardware(spec=load_gpu_catalog().get("H100-SXM5-80GB"))
+    for gpu, measured in (("H100-SXM5-80GB", False), ("A100-SXM4-80GB", True)):
+        eff, _ = choose_efficiencies(arch, shape, load_efficiency_table(), _profile("cuda", gpu, 0.6, 0.5))
+        step = roofline_step_model(arch, shape, eff)
+        assert bool(step.gemm_curve) is measured, gpu

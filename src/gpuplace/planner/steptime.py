@@ -212,7 +212,9 @@ def roofline_step_model(
     keeps the roofline's).
 
     FP8 weights (W8A8) halve the bytes of the linear layers and run their FLOPs at the GPU's FP8 tensor
-    peak, at the same MFU as bf16 (no FP8 GEMM table was fitted); the LM head, attention, activations and
+    peak, at the same MFU as bf16 in the roofline (the measured FP8 GEMMs replace it where the curves
+    cover the shape); a profile of this very GPU (a calibrated MBU or MFU) keeps the roofline it
+    calibrated; the LM head, attention, activations and
     all-reduces stay bf16. An FP8 KV cache halves the bytes decode attention reads. A GPU without FP8
     tensor cores is refused (:meth:`Precision.unsupported_on`).
     """
@@ -266,7 +268,20 @@ def roofline_step_model(
         source=f"roofline of {spec.name} × TP{tp} ({shape.link})"
         + ("" if precision == BF16 else f", {precision.label}"),
     )
-    return with_measured_gemms(model, arch, shape, precision) if measured_gemms else model
+    return (
+        with_measured_gemms(model, arch, shape, precision)
+        if measured_gemms and not calibrated(eff)
+        else model
+    )
+
+
+PROFILE_SOURCE = "profile on "  # how choose_efficiencies names an efficiency a same-GPU profile measured
+
+
+def calibrated(eff: Efficiencies) -> bool:
+    """Whether a profile of this very GPU measured the MBU or MFU: the user's own measurement then prices
+    the linear layers, not the bundled curves."""
+    return any(str(eff.sources.get(k, "")).startswith(PROFILE_SOURCE) for k in ("mbu", "mfu"))
 
 
 def with_measured_gemms(
@@ -425,12 +440,12 @@ def choose_efficiencies(
     sources = dict(defaults.sources)
     notes = []
     if math.isfinite(mbu):
-        sources["mbu"] = f"profile on {device.name}: median MBU of {len(ok)} points"
+        sources["mbu"] = f"{PROFILE_SOURCE}{device.name}: median MBU of {len(ok)} points"
     else:
         mbu = defaults.mbu
         notes.append(f"{shape.spec.name}: the profile has no MBU; class default {mbu:g}")
     if math.isfinite(mfu):
-        sources["mfu"] = f"profile on {device.name}: median MFU of {len(ok)} points"
+        sources["mfu"] = f"{PROFILE_SOURCE}{device.name}: median MFU of {len(ok)} points"
     else:
         mfu = defaults.mfu
         notes.append(f"{shape.spec.name}: the profile has no MFU; class default {mfu:g}")
