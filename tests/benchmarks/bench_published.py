@@ -56,6 +56,7 @@ from published_band import (  # noqa: E402
     coverage_report,
     markdown_sections,
     publisher,
+    saturation_breakdown,
     server_checks,
     write_band,
 )
@@ -393,6 +394,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## TensorRT-LLM offline rows against gpuplace's vLLM saturation",
         "",
+        *saturation_breakdown(report["results"], *SATURATION),
         "| line | model | GPU | TP | precision | lengths | TRT-LLM | gpuplace vLLM | ratio | notes |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -298,6 +298,33 @@ def _between_sources_section(cov: dict[str, Any]) -> list[str]:
     return lines
 
 
+def saturation_breakdown(results: list[dict[str, Any]], low: float, high: float) -> list[str]:
+    """Where the saturation goal misses sit: gpuplace's vLLM saturation ÷ TensorRT-LLM's offline figure by
+    GPU, TP (1, or more) and precision, with the rows inside [low, high], above and below it."""
+    cells: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for r in results:
+        ratio = r.get("ratio_vllm_to_trt")
+        if ratio is not None and r["precision_modelled"]:
+            cells[(r["catalog_gpu"], "1" if r["tp"] == 1 else "2–8", r["precision"])].append(ratio)
+    lines = [
+        "### Where the saturation misses sit",
+        "",
+        f"gpuplace's vLLM saturation ÷ TensorRT-LLM's offline figure, by GPU, TP and precision (goal: "
+        f"{low}–{high}).",
+        "",
+        "| GPU | TP | precision | rows | inside | above | below | median ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (gpu, tp, precision), ratios in sorted(cells.items()):
+        above = sum(q > high for q in ratios)
+        below = sum(q < low for q in ratios)
+        lines.append(
+            f"| {gpu} | {tp} | {precision} | {len(ratios)} | {len(ratios) - above - below} | {above} | {below} "
+            f"| {statistics.median(ratios):.2f} |"
+        )
+    return [*lines, "", "Every row:", ""]
+
+
 def markdown_sections(report: dict[str, Any]) -> list[str]:
     """The band, coverage, breakdown and server-run sections of published.md."""
     cov = report["coverage"]
