@@ -124,8 +124,8 @@ def check_trace_pace(trace: str | Path, rate: float | None, time_scale: float) -
         raise InvalidInput("trace", str(trace), "no such file", "Give the path of a trace CSV")
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise InvalidInput("time_scale", time_scale, "must be positive", "0.1 replays 10× faster")
-    if rate is not None and not (math.isfinite(rate) and rate > 0):
-        raise InvalidInput("rate", rate, "must be a positive number of requests/s", "e.g. --rate 2")
+    if rate is not None:
+        check_rate(rate)
     if rate is not None and time_scale != 1.0:
         raise InvalidInput(
             "rate",

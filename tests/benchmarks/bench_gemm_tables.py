@@ -51,17 +51,13 @@ SHAPES = (
     ("llama-3.1-70b", 8),
 )
 TOKENS = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-COLUMN_PARALLEL = {"qkv", "gate_up", "lm_head"}
 FIT_NK = (4096, 32768)  # efficiency.csv's MFU fit: n and k in this range, m >= 2048; MBU: m <= 32
 
 
 def sharded(arch: Any, tp: int) -> list[tuple[str, int, int]]:
-    from gpuplace.types.operators import layer_shapes
+    from gpuplace.catalog.gemm_curves import sharded_shapes
 
-    return [
-        (name, n // tp, k) if name in COLUMN_PARALLEL else (name, n, k // tp)
-        for name, n, k in layer_shapes(arch)
-    ]
+    return sharded_shapes(arch, tp)
 
 
 def in_sample(m: int, shapes: list[tuple[str, int, int]]) -> bool:
