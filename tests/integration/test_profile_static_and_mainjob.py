@@ -142,8 +142,9 @@ def test_main_job_runs_llm_placement_end_to_end(tmp_path: Path, capsys, mlflow_s
 def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server) -> None:  # type: ignore[no-untyped-def]
     """`gpuplace run --compare` (3 repeats by default), an A/A test: both paths serve the same local engine,
     each deployed and load-tested three times, the runs interleaved (the pipeline's loop of runs), so the
-    verdict, its interval from the runs with the machine's drift over them removed, is "No difference
-    beyond noise"; the CLI, the report, the KFP Metrics output and MLflow say the same sentence."""
+    verdict, its interval from the runs with the machine's drift over them removed, names no winner
+    ("No difference beyond noise", or a margin under the minimum effect); the CLI, the report, the KFP
+    Metrics output and MLflow say the same sentence."""
     import json
 
     from gpuplace.compare.noise import RUNS
@@ -154,7 +155,13 @@ def test_main_job_compare_runs_both_paths(tmp_path: Path, capsys, mlflow_server)
     out = capsys.readouterr().out
     (verdict,) = [line for line in out.splitlines() if line.startswith("comparison        ")]
     assert "orchestration_comparison" in out
-    assert verdict.removeprefix("comparison").strip().startswith("No difference beyond noise"), verdict
+    # A/A: either the interval includes zero, or (one time in twenty at 95%) it excludes it by a margin under
+    # MIN_EFFECT points; never a winner
+    assert (
+        verdict.removeprefix("comparison")
+        .strip()
+        .startswith(("No difference beyond noise", "No difference worth acting on"))
+    ), verdict
     assert "over 3 runs per path" in verdict and "linear drift of the machine removed" in verdict
     assert {"native #1", "native #3", "kubeflow #1", "kubeflow #3"} <= {
         line[:11].strip() for line in out.splitlines()

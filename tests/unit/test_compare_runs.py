@@ -15,7 +15,14 @@ import pytest
 
 from gpuplace.compare import compare_paths
 from gpuplace.compare.metrics import PathResult
-from gpuplace.compare.noise import MIN_RUNS, RUNS, drift_adjusted_difference, run_slots, t_quantile
+from gpuplace.compare.noise import (
+    MIN_EFFECT,
+    MIN_RUNS,
+    RUNS,
+    drift_adjusted_difference,
+    run_slots,
+    t_quantile,
+)
 from gpuplace.report.render import verdict_line
 from gpuplace.types.compare import Comparison
 from tests.unit.test_compare_noise import WEIGHTS, _records, _result
@@ -132,3 +139,27 @@ def test_run_slots_follow_the_runs_start_times() -> None:
     }
     # without start times, run i of each path is taken as pair i
     assert run_slots({"native": [float("nan")], "kubeflow": [5.0]}) == {"native": [0.0], "kubeflow": [0.0]}
+
+
+@pytest.mark.parametrize("factor", [0.97, 0.9])
+def test_a_margin_beyond_the_noise_but_under_the_minimum_effect_names_no_winner(factor: float) -> None:
+    """Both paths draw the very same requests in every pair (same seeds), native's ``factor`` times
+    kubeflow's: the runs agree so well that the margin's interval excludes zero even for a 3% faster
+    native (0.012 points). A margin under MIN_EFFECT points names no winner ("no difference worth acting
+    on"); 10% faster (0.04 points) is over it and wins. This is what keeps an A/A comparison from naming a
+    winner one time in twenty."""
+    kf = [_run("kubeflow", 100 + 2 * i, 1.0, 2 * i) for i in range(MIN_RUNS)]
+    na = [_run("native", 100 + 2 * i, factor, 2 * i + 1) for i in range(MIN_RUNS)]
+    c = compare_paths(
+        [na[0], kf[0]], weights=WEIGHTS, resamples=300, repeats={"native": na[1:], "kubeflow": kf[1:]}
+    )
+    s = c.score
+    assert s.leader == "native" and s.margin_interval[0] > 0 and s.margin_method == RUNS
+    assert s.min_effect == MIN_EFFECT
+    if s.margin < MIN_EFFECT:
+        assert factor == 0.97 and not s.winner and not s.beyond_noise
+        line = verdict_line(c)
+        assert line.startswith("**No difference worth acting on**: native is ahead by 0.012 points")
+    else:
+        assert factor == 0.9 and s.winner == "native" and s.beyond_noise
+    assert Comparison.from_json_dict(c.to_json_dict()).score.min_effect == MIN_EFFECT

@@ -47,6 +47,12 @@ RUNS = MARGIN_OVER_RUNS
 # Runs per path a verdict needs: with fewer, a change of the machine between the runs cannot be told
 # from a difference of the paths, so no path is named the winner.
 MIN_RUNS = 3
+# The smallest margin, in score points (0-1), that the verdict names a winner for, however narrow its
+# interval: an A/A comparison (one engine behind both paths) of 3 runs a path excludes zero at 95% about one
+# time in twenty by chance, with margins of a few thousandths of a point; a margin under this floor is
+# reported as "no difference worth acting on" (docs/comparison.md#noise), a practical-significance floor
+# on top of the statistical one.
+MIN_EFFECT = 0.02
 
 # The PathMetrics fields a resample recomputes; every other field keeps its measured value.
 RESAMPLED_FIELDS = (

@@ -7,8 +7,10 @@ score of a path is Σ weight × normalised score; weights are non-negative and s
 asks, for each criterion, how far its weight must move (the others rescaled in proportion so the sum
 stays 1) before another path wins. With resampled figures (:mod:`gpuplace.compare.noise`) every
 measured criterion carries an interval per path, a criterion whose intervals overlap scores as a tie, and
-the verdict names a winner only when the interval of its margin excludes zero; otherwise it is "no
-difference beyond noise". All pure functions; docs/comparison.md has the worked examples.
+the verdict names a winner only when the interval of its margin excludes zero and the margin is at least
+:data:`~gpuplace.compare.noise.MIN_EFFECT` points; otherwise it is "no difference beyond noise" (or,
+for a margin beyond the noise but under that floor, "no difference worth acting on"). All pure
+functions; docs/comparison.md has the worked examples.
 """
 
 from __future__ import annotations
@@ -405,7 +407,8 @@ def _margin_names_leader(
         )
     extra["margin_interval"] = (low, high)
     extra["margin_method"] = method
-    return margin > 0 and low > 0 and not extra.get("cannot_conclude")
+    extra["min_effect"] = noise.MIN_EFFECT
+    return margin >= noise.MIN_EFFECT and low > 0 and not extra.get("cannot_conclude")
 
 
 def _noise(

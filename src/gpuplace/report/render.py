@@ -105,6 +105,13 @@ def verdict_line(c: Comparison) -> str:
             f"its margin excludes zero ({_how(s)}), but with {s.cannot_conclude}. Repeat the runs: gpuplace "
             "run --compare --repeats 3."
         )
+    if s.noise_assessed and not s.winner and 0 < s.margin < s.min_effect and s.margin_interval[0] > 0:
+        return (
+            f"**No difference worth acting on**: {s.leader} is ahead by {s.margin:.3f} points and the "
+            f"{_interval(s)} of its margin excludes zero ({_how(s)}), but the margin is under the "
+            f"{s.min_effect:.2f} points a verdict needs to name a winner (the smallest margin worth acting "
+            "on)."
+        )
     if s.noise_assessed and not s.winner:
         other = s.runner_up or next((p for p in s.totals if p != s.leader), "")
         why = (

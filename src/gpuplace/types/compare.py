@@ -185,6 +185,8 @@ class ScoreCard:
     # no winner is named although it excludes zero (too few runs per path to tell drift from the paths)
     margin_method: str = ""
     cannot_conclude: str = ""
+    # the smallest margin (score points) the verdict names a winner for (gpuplace.compare.noise.MIN_EFFECT)
+    min_effect: float = 0.0
 
     @property
     def beyond_noise(self) -> bool:
@@ -238,6 +240,7 @@ class ScoreCard:
             runs={str(k): int(v) for k, v in (data.get("runs") or {}).items()},
             margin_method=str(data.get("margin_method") or ""),
             cannot_conclude=str(data.get("cannot_conclude") or ""),
+            min_effect=json_num(data.get("min_effect") or 0.0),
         )
 
 
