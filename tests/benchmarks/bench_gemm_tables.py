@@ -55,7 +55,7 @@ FIT_NK = (4096, 32768)  # efficiency.csv's MFU fit: n and k in this range, m >= 
 
 
 def sharded(arch: Any, tp: int) -> list[tuple[str, int, int]]:
-    from gpuplace.catalog.gemm_curves import sharded_shapes
+    from gpuplace.types.operators import sharded_shapes
 
     return sharded_shapes(arch, tp)
 

@@ -76,7 +76,8 @@ def _rows(gpu: str, system: str, dtype: str, plan: list[Any], points: list[list[
 
 def main() -> int:
     from gpuplace.catalog import model_arch_from_config, resolve_model
-    from gpuplace.catalog.gemm_curves import COLUMNS, sharded_shapes
+    from gpuplace.catalog.gemm_curves import COLUMNS
+    from gpuplace.types.operators import sharded_shapes
     from tests.benchmarks.bench_gemm_tables import powers_of_two_measured
 
     rows: list[list[str]] = []

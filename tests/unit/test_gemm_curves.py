@@ -21,7 +21,6 @@ from gpuplace.catalog.gemm_curves import (
     load_gemm_curves,
     measured_gemm_curves,
     shapes_key,
-    sharded_shapes,
 )
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.hardware import ReplicaHardware
@@ -29,6 +28,7 @@ from gpuplace.planner.kernels import operator_step_model
 from gpuplace.planner.steptime import StepTimeModel, choose_efficiencies, interp_loglog, roofline_step_model
 from gpuplace.profiling.operator_table import read_operator_table
 from gpuplace.types import ModelArch
+from gpuplace.types.operators import sharded_shapes
 from gpuplace.types.precision import BF16, Precision
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +92,11 @@ def test_a_malformed_file_is_refused_naming_the_line_and_column(tmp_path: Path) 
     bad.write_text(f"{head}\n{good}\nH100-SXM5-80GB,bfloat16,qkv=1x1,1,2,fast,2e-4,src\n")
     with pytest.raises(InvalidInput, match=r"^bad.csv:3 layer_s='fast': must be a positive number"):
         load_gemm_curves(bad)
+    for tp in ("2.5", "0", "two"):
+        bad.write_text(f"{head}\n{good}\nH100-SXM5-80GB,bfloat16,qkv=1x1,{tp},2,1e-4,2e-4,src\n")
+        load_gemm_curves.cache_clear()
+        with pytest.raises(InvalidInput, match=rf"^bad.csv:3 tp='{tp}': must be a whole number of at least"):
+            load_gemm_curves(bad)
     other = tmp_path / "other.csv"
     other.write_text("gpu,tokens\nH100-SXM5-80GB,1\n")
     with pytest.raises(InvalidInput, match="has other columns"):

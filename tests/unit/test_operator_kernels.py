@@ -94,6 +94,24 @@ def test_the_linear_layers_of_the_tables_own_model_are_its_measured_kernels(tabl
             assert seconds == pytest.approx(rows["lm_head", int(t)], rel=1e-9)
 
 
+def test_the_linear_layers_shard_as_vllm_shards_them(table: OperatorTable) -> None:
+    """Beyond the model's 8 KV heads vLLM replicates them: at TP 16 a GPU's QKV shard keeps one KV head
+    each of K and V (32·128/16 + 2·128 = 512 columns, not (32 + 16)·128/16 = 384), so in the compute-bound
+    regime the linear layers at TP 16 take more than half their time at TP 8."""
+    spec = load_gpu_catalog().get(GPU)
+    curves = kernel_curves(table, "bfloat16")
+
+    def body(tp: int) -> tuple[tuple[float, float], ...]:
+        return linear_curves(
+            table.model, curves, tp=tp, bandwidth_gbps=spec.hbm_bandwidth_gbps,
+            peak_tflops=spec.peak_tflops("bfloat16"),
+        )[0]  # fmt: skip
+
+    assert table.model.num_kv_heads == 8
+    (t8, s8), (t16, s16) = body(8)[-1], body(16)[-1]
+    assert t8 == t16 >= 4096 and s16 > 0.51 * s8
+
+
 def test_a_prediction_with_the_table_moves_as_its_measured_times_say(table: OperatorTable) -> None:
     """A decode step of 1 and of 64 sequences, and a 4,096-token prefill: the model with the table differs
     from the class-default one by what the measured kernels differ from the defaults' roofline."""

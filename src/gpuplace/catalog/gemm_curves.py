@@ -30,7 +30,6 @@ from gpuplace.types.operators import layer_shapes
 
 GEMM_CURVES_FILE = "gemm_curves.csv"
 COLUMNS: tuple[str, ...] = ("gpu", "dtype", "shapes", "tp", "tokens", "layer_s", "lm_head_s", "source")
-COLUMN_PARALLEL = frozenset({"qkv", "gate_up", "lm_head"})  # split n over TP; O and down split k
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,24 +42,6 @@ class GemmCurves:
     layer: tuple[tuple[float, float], ...]
     head: tuple[tuple[float, float], ...]
     source: str
-
-
-def sharded_shapes(arch: ModelArch, tp: int) -> list[tuple[str, int, int]]:
-    """(layer, n, k) of one GPU's shard at ``tp``, as vLLM shards them: KV heads replicated when TP
-    exceeds them."""
-    if tp < 1:
-        raise InvalidInput("tp", tp, "must be at least 1", "")
-    out = []
-    for name, n, k in layer_shapes(arch):
-        if name == "qkv":
-            kv = -(-arch.num_kv_heads // tp) * arch.head_dim
-            n = arch.num_attention_heads * arch.head_dim // tp + 2 * kv
-        elif name in COLUMN_PARALLEL:
-            n //= tp
-        else:
-            k //= tp
-        out.append((name, n, k))
-    return out
 
 
 def shapes_key(arch: ModelArch) -> str:
@@ -78,6 +59,16 @@ def _number(cell: str, where: str, column: str) -> float:
     return value
 
 
+def _whole(cell: str, where: str, column: str) -> int:
+    """A positive whole number (a TP degree: ``2.5`` is not one, and ``2.0`` is not how the file writes
+    one)."""
+    if not cell.strip().isdigit() or int(cell) < 1:
+        raise InvalidInput(
+            f"{where} {column}", cell, "must be a whole number of at least 1", "Rewrite the file"
+        )
+    return int(cell)
+
+
 @functools.cache
 def load_gemm_curves(path: Path | None = None) -> dict[tuple[str, str, str, int], GemmCurves]:
     """Every curve of the file (the bundled one by default), by (gpu, dtype, shapes, tp); a malformed
@@ -93,8 +84,8 @@ def load_gemm_curves(path: Path | None = None) -> dict[tuple[str, str, str, int]
             )
         for line, row in enumerate(reader, start=2):
             where = f"{file.name}:{line}"
-            tp, tokens = _number(row["tp"], where, "tp"), _number(row["tokens"], where, "tokens")
-            key = (row["gpu"], row["dtype"], row["shapes"], int(tp))
+            tp, tokens = _whole(row["tp"], where, "tp"), _number(row["tokens"], where, "tokens")
+            key = (row["gpu"], row["dtype"], row["shapes"], tp)
             layer, head = (
                 _number(row["layer_s"], where, "layer_s"),
                 _number(row["lm_head_s"], where, "lm_head_s"),

@@ -46,7 +46,7 @@ from gpuplace.types.operators import (
     GEMM,
     OperatorRow,
     OperatorTable,
-    layer_shapes,
+    sharded_shapes,
 )
 from gpuplace.types.precision import BF16, Precision
 
@@ -213,24 +213,24 @@ def linear_curves(
     peak_tflops: float,
 ) -> tuple[tuple[tuple[float, float], ...], tuple[tuple[float, float], ...]]:
     """(body, head) curves of (tokens, seconds) for all of ``arch``'s linear layers on one GPU of a TP
-    group: the roofline of each layer split over ``tp`` at this shape's bandwidth and peak, divided by
-    the measured fraction at the same token count."""
+    group: the roofline of each layer's shard (:func:`~gpuplace.types.operators.sharded_shapes`, as vLLM
+    shards it) at this shape's bandwidth and peak, divided by the measured fraction at the same token
+    count."""
     bw, peak = bandwidth_gbps * 1e9, peak_tflops * 1e12
     wb = 1.0 if curves.dtype == FP8 else 2.0
     counts = sorted({t for _, points in curves.layers for t, _ in points})
     grid = [*counts, float(_EXTEND)] if counts and counts[-1] < _EXTEND else counts
-    shapes = {name: (n, k) for name, n, k in layer_shapes(arch)}
+    shard = {name: (n, k) for name, n, k in sharded_shapes(arch, tp)}
     body: list[tuple[float, float]] = []
     head: list[tuple[float, float]] = []
     for t in grid:
         total = 0.0
         for name in BODY_LAYERS:
-            n, k = shapes[name]
-            n_split, k_split = (n / tp, k) if name in ("qkv", "gate_up") else (n, k / tp)
-            total += _gemm_roofline(t, n_split, k_split, wb, wb, bw, peak) / curves.fraction(name, t)
+            n, k = shard[name]
+            total += _gemm_roofline(t, n, k, wb, wb, bw, peak) / curves.fraction(name, t)
         body.append((t, arch.num_layers * total))
-        n, k = shapes["lm_head"]
-        head.append((t, _gemm_roofline(t, n / tp, k, 2.0, 2.0, bw, peak) / curves.fraction("lm_head", t)))
+        n, k = shard["lm_head"]
+        head.append((t, _gemm_roofline(t, n, k, 2.0, 2.0, bw, peak) / curves.fraction("lm_head", t)))
     return tuple(body), tuple(head)
 
 

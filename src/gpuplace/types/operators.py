@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuplace.errors import InvalidInput
 from gpuplace.types.catalog import ModelArch
 from gpuplace.types.profile import DeviceInfo
 
@@ -150,3 +151,24 @@ def layer_shapes(arch: ModelArch) -> tuple[tuple[str, int, int], ...]:
         ("down", arch.hidden_size, arch.intermediate_size),
         ("lm_head", arch.vocab_size, arch.hidden_size),
     )
+
+
+COLUMN_PARALLEL = frozenset({"qkv", "gate_up", "lm_head"})  # split n over TP; O and down split k
+
+
+def sharded_shapes(arch: ModelArch, tp: int) -> list[tuple[str, int, int]]:
+    """(layer, n, k) of one GPU's shard at ``tp``, as vLLM shards them: KV heads replicated when TP
+    exceeds them."""
+    if tp < 1:
+        raise InvalidInput("tp", tp, "must be at least 1", "")
+    out = []
+    for name, n, k in layer_shapes(arch):
+        if name == "qkv":
+            kv = -(-arch.num_kv_heads // tp) * arch.head_dim
+            n = arch.num_attention_heads * arch.head_dim // tp + 2 * kv
+        elif name in COLUMN_PARALLEL:
+            n //= tp
+        else:
+            k //= tp
+        out.append((name, n, k))
+    return out
