@@ -250,6 +250,13 @@ def test_a_profile_calibrates_only_the_same_gpu_model() -> None:
     eff, notes = choose_efficiencies(LLAMA8B, ReplicaHardware(H100), TABLE, same)
     assert (eff.mbu, eff.mfu) == pytest.approx((0.62, 0.55))
     assert "profile" in eff.sources["mbu"]
+    # the GEMMs' fixed latency is inside the profile's MBU, and says so; the rest are the class's
+    defaults = TABLE.for_gpu(H100, LLAMA8B)
+    assert defaults.gemm_latency_s > 0 and eff.gemm_latency_s == 0.0
+    assert "MBU" in eff.sources["gemm_latency_s"] and "profile on" in eff.sources["gemm_latency_s"]
+    assert (eff.step_overhead_s, eff.seq_overhead_s, eff.cpu_step_s, eff.link_efficiency) == (
+        defaults.step_overhead_s, defaults.seq_overhead_s, defaults.cpu_step_s, defaults.link_efficiency,
+    )  # fmt: skip
 
     other, notes = choose_efficiencies(LLAMA8B, ReplicaHardware(A100), TABLE, same)
     assert other == TABLE.for_gpu(A100, LLAMA8B)

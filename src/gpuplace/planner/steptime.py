@@ -449,17 +449,10 @@ def choose_efficiencies(
     else:
         mfu = defaults.mfu
         notes.append(f"{shape.spec.name}: the profile has no MFU; class default {mfu:g}")
-    eff = Efficiencies(
-        mbu=mbu,
-        mfu=mfu,
-        attention_mfu=defaults.attention_mfu,
-        link_efficiency=defaults.link_efficiency,
-        step_overhead_s=defaults.step_overhead_s,
-        seq_overhead_s=defaults.seq_overhead_s,
-        request_overhead_s=defaults.request_overhead_s,
-        sources=sources,
-        cpu_step_s=defaults.cpu_step_s,
-    )
+    # the profile's MBU is the weights' bytes over its whole decode step, the GEMM kernels' fixed latency
+    # included: adding the class's latency per kernel on top would count it twice
+    sources["gemm_latency_s"] = f"0: in the {PROFILE_SOURCE}{device.name}'s MBU (its decode steps include it)"
+    eff = replace(defaults, mbu=mbu, mfu=mfu, gemm_latency_s=0.0, sources=sources)
     return eff, (f"{shape.spec.name}: MBU {mbu:.2f} and MFU {mfu:.2f} from the profile", *notes)
 
 
