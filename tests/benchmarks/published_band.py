@@ -16,6 +16,7 @@ checks against published server runs (issue 32). Used by ``bench_published.py``.
 from __future__ import annotations
 
 import csv
+import math
 import re
 import statistics
 from collections import defaultdict
@@ -52,7 +53,9 @@ def publisher(raw: dict[str, str]) -> str:
 
 
 def band_points(results: list[dict[str, Any]]) -> list[RatioPoint]:
-    """The figures the band is drawn from: vLLM, predicted at their own precision, not fitted on."""
+    """The figures the band is drawn from: vLLM, predicted at their own precision, not fitted on, and
+    predicted finite (a latency predicted unbounded, the replica overloaded where the run held its load, has
+    no ratio to draw from: it is a miss of the goals, counted there)."""
     return [
         RatioPoint(
             r["line"],
@@ -65,6 +68,7 @@ def band_points(results: list[dict[str, Any]]) -> list[RatioPoint]:
         for r in results
         if r["engine_family"] == "vLLM"
         and r["predicted"]
+        and math.isfinite(r["predicted"])
         and r["precision_modelled"]
         and not r["fitted"]
         and r["metric"] in BAND_METRICS
