@@ -54,12 +54,6 @@ TOKENS = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 FIT_NK = (4096, 32768)  # efficiency.csv's MFU fit: n and k in this range, m >= 2048; MBU: m <= 32
 
 
-def sharded(arch: Any, tp: int) -> list[tuple[str, int, int]]:
-    from gpuplace.types.operators import sharded_shapes
-
-    return sharded_shapes(arch, tp)
-
-
 def in_sample(m: int, shapes: list[tuple[str, int, int]]) -> bool:
     if m <= 32:
         return True
@@ -110,6 +104,7 @@ def measure() -> dict[str, Any]:
     from gpuplace.catalog.efficiency import load_efficiency_table
     from gpuplace.planner.predict import shape_spec
     from gpuplace.planner.steptime import choose_efficiencies, interp_loglog, roofline_step_model
+    from gpuplace.types.operators import sharded_shapes
 
     catalog, eff_table = load_gpu_catalog(), load_efficiency_table()
     rows: list[dict[str, Any]] = []
@@ -122,7 +117,7 @@ def measure() -> dict[str, Any]:
             shape = shape_spec(arch, catalog.get(gpu), tp=tp)
             eff, _ = choose_efficiencies(arch, shape.hardware(), eff_table)
             step = roofline_step_model(arch, shape.hardware(), eff)
-            shapes = sharded(arch, tp)
+            shapes = sharded_shapes(arch, tp)
             for m in TOKENS:
                 first = len(points)
                 points += [[m, n, k] for _, n, k in shapes]

@@ -23,6 +23,7 @@ import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 MODELS = {"8B": "llama-3.1-8b", "70B": "llama-3.1-70b"}
 # --num-scheduler-steps of the multi-step rows: SGLang's benchmark of vLLM 0.6.0 states 10; Lambda's runs
@@ -38,23 +39,33 @@ V0_VERSIONS = ("0.5.", "0.6.", "2024")  # measurements.csv's engine_version of V
 # asynchronously by default (vllm serve's default), so every row says which: a row without a version, and
 # the other engines' rows (SGLang's and TensorRT-LLM's overlap schedulers are not simulated), run without
 ASYNC_DEFAULT_FROM = (0, 14)
-# The engine flags a row's submitter states it ran with, where they change what gpuplace simulates:
-# (a substring of the row's source path, the engine changes, the KV-cache dtype, the flags gpuplace
-# does not simulate, where the flags are stated). Compare like with like: a row predicted on today's
-# defaults instead of the engine it measured says nothing about the model.
+
+
+class StatedEngine(NamedTuple):
+    """The engine flags a row's submitter states it ran with, where they change what gpuplace simulates.
+    Compare like with like: a row predicted on today's defaults instead of the engine it measured says
+    nothing about the model."""
+
+    where: str  # a substring of the row's source path
+    changes: dict[str, int]  # EngineParams.with_changes
+    kv_cache_dtype: str
+    not_simulated: str  # the stated flags gpuplace does not simulate
+    source: str  # where the flags are stated
+
+
 REDHAT_README = (
     "mlcommons/inference_results_v5.1 closed/RedHat/code/llama3.1-8b/README.md, 'configuration used during "
     "final submission' (read 2026-12-07)"
 )
-STATED_ENGINES: tuple[tuple[str, dict[str, int], str, str, str], ...] = (
-    (
+STATED_ENGINES: tuple[StatedEngine, ...] = (
+    StatedEngine(
         "closed/RedHat/results/XE8640_4xH100_vLLM/llama3.1-8b/Server/",
         {"max_num_batched_tokens": 1024, "max_num_seqs": 512, "block_size": 16},
         "auto",  # run_server_submission.sh ... 39.5 auto: the KV cache in the model's dtype
         "--long-prefill-token-threshold 256, --gpu-memory-utilization 0.91, --cuda-graph-sizes 4232",
         REDHAT_README,
     ),
-    (
+    StatedEngine(
         "closed/RedHat/results/XE8640_4xH100_vLLM/llama3.1-8b/Offline/",
         {"max_num_batched_tokens": 4096, "max_num_seqs": 1024},
         "fp8",  # --kv-cache-dtype fp8
@@ -273,14 +284,14 @@ def _row(i: int, raw: dict[str, str]) -> Row:
     if _v0(raw, multi_step):
         changes["max_num_seqs"] = V0_MAX_NUM_SEQS
         notes += (f"vLLM V0: at most {V0_MAX_NUM_SEQS} sequences at once",)
-    for where, stated, kv, unsimulated, source in STATED_ENGINES:
-        if where in raw["source_url_or_repo_path"]:
-            changes |= stated
-            precision = (precision[0], kv)
-            flags = ", ".join(f"{k} {v}" for k, v in stated.items())
+    for stated in STATED_ENGINES:
+        if stated.where in raw["source_url_or_repo_path"]:
+            changes |= stated.changes
+            precision = (precision[0], stated.kv_cache_dtype)
+            flags = ", ".join(f"{k} {v}" for k, v in stated.changes.items())
             notes += (
-                f"engine as its submitter ran it ({source}): {flags}, KV cache {kv}"
-                + (f"; not simulated: {unsimulated}" if unsimulated else ""),
+                f"engine as its submitter ran it ({stated.source}): {flags}, KV cache {stated.kv_cache_dtype}"
+                + (f"; not simulated: {stated.not_simulated}" if stated.not_simulated else ""),
             )
     changes["async_scheduling"] = _async_default(raw)
     if changes["async_scheduling"]:

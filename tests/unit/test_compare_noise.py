@@ -14,7 +14,7 @@ import pytest
 
 from gpuplace.compare import compare_paths
 from gpuplace.compare.metrics import PathResult
-from gpuplace.compare.noise import ONCE, REPEATS, REQUESTS, overlaps, percentile_interval
+from gpuplace.compare.noise import MIN_EFFECT, ONCE, REPEATS, REQUESTS, overlaps, percentile_interval
 from gpuplace.errors import InvalidInput
 from gpuplace.loadtest.metrics import summarize
 from gpuplace.types import DeploymentRecord, Distribution, PodRecord
@@ -207,8 +207,16 @@ def test_a_tied_criterion_stays_tied_in_the_resamples() -> None:
     said that interval "includes zero"."""
     native = _result("native", _spread_records(10, 1.0, 1.1))
     kubeflow = _result("kubeflow", _spread_records(20, 1.2, 1.0))
-    s = compare_paths([native, kubeflow], weights={"ttft_p99": 0.9, "tpot_p99": 0.1}, resamples=400).score
+    c = compare_paths([native, kubeflow], weights={"ttft_p99": 0.9, "tpot_p99": 0.1}, resamples=400)
+    s = c.score
     assert "ttft_p99" in s.tied and "tpot_p99" not in s.tied
     low, high = s.margin_interval
-    # one run per path: kubeflow leads beyond the requests' noise, but no winner is named from one run
-    assert s.leader == "kubeflow" and s.cannot_conclude and 0.0 < low <= s.margin <= high
+    # one run per path: kubeflow leads beyond the requests' noise, but by under MIN_EFFECT points, which
+    # names no winner however many runs follow: "no difference worth acting on", not "cannot conclude"
+    assert s.leader == "kubeflow" and 0.0 < low <= s.margin <= high and s.margin < MIN_EFFECT
+    assert s.under_min_effect and not s.cannot_conclude and not s.winner
+    from gpuplace.report.render import verdict_line
+
+    assert verdict_line(Comparison.from_json_dict(c.to_json_dict())).startswith(
+        "**No difference worth acting on**: kubeflow is ahead"
+    )

@@ -399,7 +399,7 @@ def _margin_names_leader(
             CRITERIA, used, normalised, extra, raw, totals, leader, run_figures, run_slots, confidence
         )
         method = noise.RUNS
-    elif margin > 0 and low > 0:
+    elif margin >= noise.MIN_EFFECT and low > 0:  # a smaller margin names no winner however many runs
         extra["cannot_conclude"] = (
             f"{fewest} run{'s' if fewest > 1 else ''} per path: a change of the machine between the runs "
             f"cannot be told from a difference of the paths (a verdict needs {noise.MIN_RUNS} "

@@ -105,7 +105,7 @@ def verdict_line(c: Comparison) -> str:
             f"its margin excludes zero ({_how(s)}), but with {s.cannot_conclude}. Repeat the runs: gpuplace "
             "run --compare --repeats 3."
         )
-    if s.noise_assessed and not s.winner and 0 < s.margin < s.min_effect and s.margin_interval[0] > 0:
+    if s.under_min_effect:
         return (
             f"**No difference worth acting on**: {s.leader} is ahead by {s.margin:.3f} points and the "
             f"{_interval(s)} of its margin excludes zero ({_how(s)}), but the margin is under the "

@@ -189,6 +189,18 @@ class ScoreCard:
     min_effect: float = 0.0
 
     @property
+    def under_min_effect(self) -> bool:
+        """Whether the leader's margin is beyond the noise (its interval excludes zero) but under
+        ``min_effect``, so no winner is named: "no difference worth acting on"."""
+        return (
+            self.noise_assessed
+            and not self.winner
+            and not self.cannot_conclude
+            and 0 < self.margin < self.min_effect
+            and self.margin_interval[0] > 0
+        )
+
+    @property
     def beyond_noise(self) -> bool:
         """Whether the winner's margin is beyond the noise (False when noise was not assessed)."""
         return self.noise_assessed and bool(self.winner)
