@@ -90,12 +90,12 @@ def counterfactual() -> dict[str, Any]:
 
     rows = read_rows(bench_published.MEASUREMENTS)
     today = bench_published.goal_counts(bench_published.evaluate(rows)[0])
-    original = steptime.measured_gemm_curves
-    steptime.measured_gemm_curves = lambda *args, **kwargs: None  # type: ignore[assignment]
+    original = steptime.gemm_curves_for
+    steptime.gemm_curves_for = lambda *args, **kwargs: None  # type: ignore[assignment]
     try:
         roofline = bench_published.goal_counts(bench_published.evaluate(rows)[0])
     finally:
-        steptime.measured_gemm_curves = original
+        steptime.gemm_curves_for = original
     return {"today": today, "with_the_roofline": roofline}
 
 

@@ -168,11 +168,12 @@ def test_a_prediction_says_where_its_linear_layers_came_from() -> None:
     _, notes = replica_model(
         arch, shape_spec(arch, catalog.get("H100-SXM5-80GB")), traffic, load_efficiency_table()
     )
-    assert any(n.startswith("H100-SXM5-80GB: linear layers from measured GEMMs") for n in notes), notes
+    assert any(n.startswith("H100-SXM5-80GB: linear layers from measured kernels") for n in notes), notes
+    assert any(n.startswith("H100-SXM5-80GB: decode attention from measured kernels") for n in notes), notes
     _, notes = replica_model(
         arch, shape_spec(arch, catalog.get("L40S-48GB")), traffic, load_efficiency_table()
     )
-    assert not any("measured GEMMs" in n for n in notes), notes
+    assert not any("measured kernels" in n for n in notes), notes
 
 
 def test_the_h200_curves_agree_with_the_kernels_measured_on_the_projects_own_h200() -> None:

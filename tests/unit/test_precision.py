@@ -95,7 +95,13 @@ def test_the_step_model_reads_fewer_bytes_and_runs_the_linear_layers_at_the_fp8_
     assert fp8.gemm_s_per_token == pytest.approx(bf16.gemm_s_per_token * 989 / 1979)
     assert fp8.head_s_per_sample == bf16.head_s_per_sample  # the LM head stays bf16
     assert fp8.kv_s_per_token == bf16.kv_s_per_token
-    assert fp8_kv.kv_s_per_token == pytest.approx(bf16.kv_s_per_token / 2)
+    # the roofline reads an FP8 cache's half the bytes at the same MBU; vLLM's measured kernels
+    # (attention_fits.csv) read them at a lower fraction of the bandwidth than a bf16 cache's
+    roofline = {
+        p: roofline_step_model(ARCH, h100, eff, p, measured_gemms=False).kv_s_per_token for p in (FP8, FP8_KV)
+    }
+    assert roofline[FP8_KV] == pytest.approx(roofline[FP8] / 2)
+    assert 0.5 * fp8.kv_s_per_token < fp8_kv.kv_s_per_token < fp8.kv_s_per_token
     assert "fp8 + fp8 KV" in fp8_kv.source
     assert fp8.decode_terms(1)[0] < bf16.decode_terms(1)[0]
 

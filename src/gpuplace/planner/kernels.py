@@ -34,9 +34,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuplace.catalog.gemm_curves import gemm_roofline_s
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.hardware import SHARED_OVERHEAD, ReplicaHardware
-from gpuplace.planner.steptime import StepTimeModel, kv_bytes_per_token_per_gpu, roofline_step_model
+from gpuplace.planner.steptime import (
+    CLASS_ATTENTION_KERNEL_S,
+    StepTimeModel,
+    kv_bytes_per_token_per_gpu,
+    roofline_step_model,
+)
 from gpuplace.types import ModelArch
 from gpuplace.types.engine import Efficiencies
 from gpuplace.types.operators import (
@@ -51,10 +57,6 @@ from gpuplace.types.operators import (
 from gpuplace.types.precision import BF16, Precision
 
 BODY_LAYERS: tuple[str, ...] = ("qkv", "o", "gate_up", "down")
-# the class step overhead's share for the attention kernel: 3 µs per memory-bound kernel (AIConfigurator
-# 0.12.0 systems/h100_sxm.yaml mem_empirical_constant_latency; catalog/data/efficiency.csv
-# step_overhead_s_per_layer counts 5 such kernels a layer, attention one of them)
-CLASS_ATTENTION_KERNEL_S = 3e-6
 FP8 = "fp8"
 _EXTEND = 2**17  # the curve's last point: the largest measured count, held proportionally beyond it
 
@@ -197,13 +199,6 @@ def kernel_curves(table: OperatorTable, dtype: str) -> KernelCurves:
     )
 
 
-def _gemm_roofline(
-    t: float, n: float, k: float, wbytes: float, abytes: float, bw: float, peak: float
-) -> float:
-    nbytes = n * k * wbytes + t * k * abytes + t * n * 2
-    return max(nbytes / bw, 2 * t * n * k / peak if peak else 0.0)
-
-
 def linear_curves(
     arch: ModelArch,
     curves: KernelCurves,
@@ -227,10 +222,10 @@ def linear_curves(
         total = 0.0
         for name in BODY_LAYERS:
             n, k = shard[name]
-            total += _gemm_roofline(t, n, k, wb, wb, bw, peak) / curves.fraction(name, t)
+            total += gemm_roofline_s(t, n, k, wb, bw, peak) / curves.fraction(name, t)
         body.append((t, arch.num_layers * total))
         n, k = shard["lm_head"]
-        head.append((t, _gemm_roofline(t, n, k, 2.0, 2.0, bw, peak) / curves.fraction("lm_head", t)))
+        head.append((t, gemm_roofline_s(t, n, k, 2.0, bw, peak) / curves.fraction("lm_head", t)))
     return tuple(body), tuple(head)
 
 
@@ -285,7 +280,7 @@ def operator_step_model(
             "Measure them: gpuplace profile --operators --dtypes auto",
         )
     curves = kernel_curves(table, dtype)
-    base = roofline_step_model(arch, shape, with_kernels(eff, curves), precision)
+    base = roofline_step_model(arch, shape, with_kernels(eff, curves), precision, measured_gemms=False)
     spec = shape.spec
     bw = spec.hbm_bandwidth_gbps * shape.bandwidth_share
     peak = (

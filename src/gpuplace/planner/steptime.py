@@ -40,8 +40,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuplace.catalog.attention_fits import decode_attention_fit
 from gpuplace.catalog.efficiency import EfficiencyTable
-from gpuplace.catalog.gemm_curves import measured_gemm_curves
+from gpuplace.catalog.gemm_curves import gemm_curves_for
 from gpuplace.errors import InvalidInput
 from gpuplace.planner.hardware import LINKS, SERVING_DTYPE_BYTES, SHARED_OVERHEAD, ReplicaHardware, link_gbps
 from gpuplace.types import LatencyProfile, ModelArch
@@ -79,6 +80,7 @@ class StepTimeModel:
     head_curve: tuple[tuple[float, float], ...] = ()
     source: str = ""
     linear_source: str = ""  # where gemm_curve came from when it is bundled measured GEMMs ("" otherwise)
+    attention_source: str = ""  # where kv_s_per_token came from when it is a bundled attention fit
 
     def step_s(
         self,
@@ -275,6 +277,9 @@ def roofline_step_model(
     )
 
 
+# the class step overhead's share for the attention kernel: 3 µs of its 5 memory-bound kernels a layer
+# (efficiency.csv step_overhead_s_per_layer; AIConfigurator 0.12.0 mem_empirical_constant_latency)
+CLASS_ATTENTION_KERNEL_S = 3e-6
 PROFILE_SOURCE = "profile on "  # how choose_efficiencies names an efficiency a same-GPU profile measured
 
 
@@ -287,32 +292,46 @@ def calibrated(eff: Efficiencies) -> bool:
 def with_measured_gemms(
     model: StepTimeModel, arch: ModelArch, shape: ReplicaHardware, precision: Precision
 ) -> StepTimeModel:
-    """``model`` with its linear layers from the measured GEMMs of ``gemm_curves.csv``
-    (:mod:`gpuplace.catalog.gemm_curves`) where the file has this model's shapes on this whole GPU at
-    this TP degree with these weights (bf16, or FP8 W8A8); else ``model`` as it is (the class roofline).
-    A MIG slice or a time-sliced share runs on part of a GPU the tables did not measure, and keeps the
-    roofline."""
+    """``model`` with the bundled kernels measured on this whole GPU, or on its kernel sibling
+    (:func:`~gpuplace.catalog.gemm_curves.kernel_sibling`): linear layers from ``gemm_curves.csv`` (these
+    shapes, TP degree and weights), decode attention from ``attention_fits.csv`` (these heads and KV dtype;
+    its kernel replaces the class overhead's share). A MIG slice or a time-sliced share keeps the roofline."""
     if shape.shared or shape.bandwidth_share != 1.0 or shape.compute_share != 1.0:
         return model
-    dtype = "fp8" if precision.fp8_weights else "bfloat16"
-    curves = measured_gemm_curves(shape.spec.name, arch, shape.tp, dtype)
-    if curves is None:
-        return model
-    return replace(
-        model,
-        gemm_curve=tuple((t, s * arch.num_layers) for t, s in curves.layer),
-        head_curve=curves.head,
-        source=f"{model.source}, linear layers measured ({curves.source})",
-        linear_source=curves.source,
-    )
+    curves = gemm_curves_for(shape.spec, arch, shape.tp, "fp8" if precision.fp8_weights else "bfloat16")
+    attention = decode_attention_fit(shape.spec, arch, shape.tp, precision.kv_bytes)
+    if curves is not None:
+        model = replace(
+            model,
+            gemm_curve=tuple((t, s * arch.num_layers) for t, s in curves.layer),
+            head_curve=curves.head,
+            source=f"{model.source}, linear layers measured ({curves.source})",
+            linear_source=curves.source,
+        )
+    if attention is not None:
+        kv = kv_bytes_per_token_per_gpu(arch, shape.tp, precision.kv_bytes)
+        model = replace(
+            model,
+            kv_s_per_token=kv / (shape.spec.hbm_bandwidth_gbps * 1e9 * attention.fraction),
+            per_seq_s=model.per_seq_s + arch.num_layers * attention.per_seq_s,
+            fixed_s=max(
+                0.0, model.fixed_s + arch.num_layers * (attention.kernel_s - CLASS_ATTENTION_KERNEL_S)
+            ),
+            source=f"{model.source}, decode attention measured ({attention.source})",
+            attention_source=f"{attention.gpu}: {attention.source}",
+        )
+    return model
 
 
 def linear_layers_note(model: StepTimeModel, gpu: str) -> tuple[str, ...]:
-    """The note a prediction carries when its linear layers are bundled measured GEMMs."""
-    if not model.linear_source:
-        return ()
-    return (
-        f"{gpu}: linear layers from measured GEMMs of this shape ({model.linear_source}; gemm_curves.csv)",
+    """The notes a prediction carries when its linear layers or decode attention are bundled kernels."""
+    return tuple(
+        f"{gpu}: {what} from measured kernels ({source}; {file})"
+        for what, source, file in (
+            ("linear layers", model.linear_source, "gemm_curves.csv"),
+            ("decode attention", model.attention_source, "attention_fits.csv"),
+        )
+        if source
     )
 
 
