@@ -52,7 +52,7 @@ fi
 # The torch layer is keyed on torch's pin alone, so a change elsewhere in constraints.txt reuses it.
 TORCH_REQUIREMENT="$(grep -m1 '^torch==' constraints.txt)"
 [[ -n "$TORCH_REQUIREMENT" ]] || { echo "images: constraints.txt pins no torch==" >&2; exit 2; }
-VLLM_VERSION="${GPUPLACE_VLLM_VERSION:-0.33.0}"  # the version of the referee venv (tests/referee/vllm_venv.sh)
+VLLM_VERSION="${GPUPLACE_VLLM_VERSION:-0.34.0}"  # the version of the referee venv (tests/referee/vllm_venv.sh)
 
 for name in $IMAGES; do
   [[ -f "images/Dockerfile.$name" ]] || { echo "images: no images/Dockerfile.$name" >&2; exit 2; }

@@ -1,4 +1,4 @@
-"""gpuplace's serving simulation against vLLM 0.33's own V1 ``Scheduler``, step by step (issue 21).
+"""gpuplace's serving simulation against vLLM 0.34's own V1 ``Scheduler``, step by step (issue 21).
 
 Part ``agreement``: the referee's request streams (``tests/support/vllm_scheduler.py``: light load, a
 token-budget-bound burst, a KV cache that preempts, a ``max_num_seqs``-bound burst, sustained Poisson

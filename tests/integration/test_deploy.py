@@ -49,7 +49,7 @@ def write_plan(
     gpus: int = 8,
     name: str = "llm",
     extra_docs: tuple[dict[str, Any], ...] = (),
-    image: str = "vllm/vllm-openai:v0.33.0",
+    image: str = "vllm/vllm-openai:v0.34.0",
 ) -> Path:
     """A plan directory like the planner's: plan.json + manifests/ with a Deployment and a Service."""
     root.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""gpuplace's vLLM argument lists and engine defaults against vLLM 0.33's own code (issue 21, item 4).
+"""gpuplace's vLLM argument lists and engine defaults against vLLM 0.34's own code (issue 21, item 4).
 
 Real parts: vLLM's ``vllm serve`` argument parser (``make_arg_parser`` in
 ``vllm.entrypoints.common.cli_args``, then ``validate_parsed_serve_args``), its ``EngineArgs`` and
@@ -35,7 +35,14 @@ from gpuplace.inventory import parse_fleet
 from gpuplace.labels import NVLINK_CLIQUE
 from gpuplace.manifests import FORMS, EmitOptions, ServingOptions, build_manifests, serving_spec
 from gpuplace.planner import plan_placement
-from gpuplace.planner.engine import VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, vllm_batch_defaults
+from gpuplace.planner.engine import (
+    GIB,
+    KV_CACHE_MARGIN_FLOOR_GIB,
+    KV_CACHE_MARGIN_FRACTION,
+    VLLM_BLOCK_SIZE,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    vllm_batch_defaults,
+)
 from gpuplace.serving.runtime import vllm_args
 from gpuplace.steps.plan_params import plan_request
 from gpuplace.types import GpuDevice, GpuSpec, Inventory, Node
@@ -239,7 +246,11 @@ def test_vllm_reads_the_values_the_prediction_assumed(referee: dict[str, Any]) -
         assert got["max_num_batched_tokens"] == engine.max_num_batched_tokens, label
         assert got["max_num_seqs"] == engine.max_num_seqs, label
         assert got["block_size"] == engine.block_size, label
-        assert got["gpu_memory_utilization"] == pytest.approx(engine.gpu_memory_utilization), label
+        # unset on a whole GPU: vLLM resolves it (1.0 with its extensible KV cache); passed on a share
+        util = got["gpu_memory_utilization"]
+        assert (util is None) is (engine.gpu_memory_utilization == 1.0), label
+        resolved = referee["result"]["gpu_memory_utilization"] if util is None else util
+        assert resolved == pytest.approx(engine.gpu_memory_utilization), label
         assert got["max_model_len"] == engine.max_model_len, label
         assert got["enable_chunked_prefill"] is True, label
         assert got["async_scheduling"] is engine.async_scheduling is True, label  # vllm serve's default
@@ -258,7 +269,12 @@ def test_vllm_reads_the_values_the_prediction_assumed(referee: dict[str, Any]) -
 
 def test_the_engine_defaults_the_plan_records_are_vllms(referee: dict[str, Any]) -> None:
     result = referee["result"]
+    assert result["gpu_memory_utilization_flag"] is None  # unset: vLLM resolves it
     assert result["gpu_memory_utilization"] == VLLM_GPU_MEMORY_UTILIZATION
+    assert result["kv_cache_margin"] == {
+        "floor_bytes": KV_CACHE_MARGIN_FLOOR_GIB * GIB,
+        "fraction": KV_CACHE_MARGIN_FRACTION,
+    }
     assert result["block_size"] == VLLM_BLOCK_SIZE
     ours = {}
     for spec in CATALOG:

@@ -1,4 +1,4 @@
-"""gpuplace's serving simulation against vLLM 0.33's own V1 ``Scheduler``, step by step (issue 21).
+"""gpuplace's serving simulation against vLLM 0.34's own V1 ``Scheduler``, step by step (issue 21).
 
 Real parts: vLLM's scheduler, KV-cache manager and block pool, in vLLM's own venv
 (``tests/referee/vllm_venv.sh`` creates it on first use: about 10 GB and 5 minutes). The only fake is
@@ -44,7 +44,7 @@ def test_vllm_schedules_the_issue_s_hand_run_as_recorded(run: vs.RefereeRun) -> 
         [[2, 136]],
     ]
     assert [s["decodes"] for s in steps[:4]] == [[], [], [0], [0, 1]]
-    assert run.vllm_version == "0.33.0"
+    assert run.vllm_version == "0.34.0"
 
 
 def test_the_referee_runs_with_vllm_serve_s_own_scheduler_settings(run: vs.RefereeRun) -> None:

@@ -118,6 +118,14 @@ def batch_defaults(devices: list[dict[str, object]]) -> dict[str, list[int]]:
     return out
 
 
+def kv_cache_margin() -> dict[str, float]:
+    """The extensible KV cache's margin below the device's headroom (CUDA: the module reads the platform
+    at import, and on this CPU platform ``is_rocm()`` is False, as on CUDA)."""
+    from vllm.v1.worker import extensible_kv_cache as ekv
+
+    return {"floor_bytes": ekv.KV_CACHE_MARGIN_FLOOR_BYTES, "fraction": ekv.KV_CACHE_MARGIN_FRACTION}
+
+
 def main() -> int:
     request = json.loads(Path(sys.argv[1]).read_text())
     import vllm
@@ -128,7 +136,12 @@ def main() -> int:
     result = {
         "vllm_version": vllm.__version__,
         "platform": type(vllm.platforms.current_platform).__name__,
-        "gpu_memory_utilization": EngineArgs().gpu_memory_utilization,
+        "gpu_memory_utilization_flag": EngineArgs().gpu_memory_utilization,  # None: not set
+        # what an unset one resolves to with the extensible KV cache, the default on CUDA
+        "gpu_memory_utilization": CacheConfig(
+            enable_extensible_kv_cache=True
+        ).resolved_gpu_memory_utilization,
+        "kv_cache_margin": kv_cache_margin(),
         "block_size": CacheConfig.DEFAULT_BLOCK_SIZE,
         "parsed": parse_all(request["arg_lists"]),
         "batch_defaults": batch_defaults(request["devices"]),

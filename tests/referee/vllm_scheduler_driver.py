@@ -10,7 +10,8 @@ stdin and writes one on stdout:
 * out: ``{"vllm_version", "streams": [{"name", "steps": [{"start_s", "decodes": [ids],
   "prefills": [[id, tokens], ...], "preempted": [ids]}], "error"}]}``.
 
-How it is driven: vLLM's platform is pinned to ``CpuPlatform`` (device discovery fails without a GPU);
+How it is driven: vLLM's platform is pinned to ``CpuPlatform`` (device discovery fails without a GPU; its
+config check is told Triton's CPU backend is there, which only its kernels need);
 the scheduler is built from a ``VllmConfig`` over ``model_dir`` (``skip_tokenizer_init``: prompts are
 token ids) and a ``KVCacheConfig`` of ``num_gpu_blocks`` blocks with one ``FullAttentionSpec`` group,
 as vLLM's own scheduler tests build it; the synchronous ``Scheduler`` (not ``AsyncScheduler``) because
@@ -54,6 +55,11 @@ def _pin_cpu_platform() -> None:
     from vllm.platforms.cpu import CpuPlatform
 
     vllm.platforms.current_platform = CpuPlatform()
+    # vLLM 0.34's CpuPlatform.check_and_update_config refuses an x86 CPU without Triton's CPU backend, which
+    # its CPU kernels need; the referee runs no kernel (only the scheduler), so it is told Triton is there
+    import vllm.triton_utils
+
+    vllm.triton_utils.HAS_TRITON = True
 
 
 def _scheduler(model_dir: str, stream: dict[str, Any]) -> Any:
@@ -133,9 +139,9 @@ def _record(
 ) -> tuple[dict[str, Any], set[str]]:
     """One scheduled step in the comparison's form, and the requests the fake model samples for."""
     cached = out.scheduled_cached_reqs
-    for rid in [r.req_id for r in out.scheduled_new_reqs] + [
-        r for r in cached.req_ids if r in cached.resumed_req_ids
-    ]:
+    # vLLM 0.34 re-sends a resumed request in full among the new ones (0.33 listed it in resumed_req_ids)
+    resumed = getattr(cached, "resumed_req_ids", set())
+    for rid in [r.req_id for r in out.scheduled_new_reqs] + [r for r in cached.req_ids if r in resumed]:
         target[rid] = sched.requests[rid].num_tokens  # admitted: its prompt (+ output, when resumed)
     decodes, prefills, sampled = [], [], set()
     for rid, tokens in out.num_scheduled_tokens.items():
@@ -202,9 +208,8 @@ def drive(model_dir: str, stream: dict[str, Any]) -> list[dict[str, Any]]:
         if queue:
             out, sampled, end = queue.pop()
             req_ids = list(out.num_scheduled_tokens)
-            runner_out = ModelRunnerOutput(
+            runner_out = ModelRunnerOutput(  # vLLM 0.34 indexes the output by req_ids' order
                 req_ids=req_ids,
-                req_id_to_index={rid: k for k, rid in enumerate(req_ids)},
                 sampled_token_ids=[[SAMPLED_TOKEN] if rid in sampled else [] for rid in req_ids],
             )
             sched.update_from_output(out, runner_out)

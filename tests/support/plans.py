@@ -70,7 +70,7 @@ def sample_plan(
     )
     serving = ServingSpec(
         engine="vllm",
-        image="vllm/vllm-openai:v0.33.0",
+        image="vllm/vllm-openai:v0.34.0",
         model=model,
         model_source=model,
         served_model_name=model,

@@ -4,7 +4,7 @@ Two uses: the reference the simulation's fast paths are checked against (``tests
 and :func:`async_steps`, vLLM's asynchronous scheduling written as the same rules with two lags, which
 the referee checks against vLLM's own ``AsyncScheduler`` (``tests/referee/test_vllm_scheduler.py``).
 
-The rules (vLLM 0.33, ``vllm/v1/core/sched/scheduler.py``): running requests first, in admission order,
+The rules (vLLM 0.34, ``vllm/v1/core/sched/scheduler.py``): running requests first, in admission order,
 while budget is left (a decode one token, a partial prefill what is left of the budget); a request whose
 next block does not fit preempts the newest running request (itself last), which goes back to the front
 of the waiting queue to be recomputed; then, unless something was preempted, waiting requests in order

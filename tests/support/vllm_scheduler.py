@@ -1,7 +1,7 @@
 """vLLM's V1 scheduler as a referee for gpuplace's serving simulation: the streams, the run, the comparison.
 
 The same request streams go through gpuplace's simulation (``simulate(..., trace=True)``) and through
-vLLM 0.33's own ``Scheduler`` (``tests/referee/vllm_scheduler_driver.py``, run with the referee venv's
+vLLM 0.34's own ``Scheduler`` (``tests/referee/vllm_scheduler_driver.py``, run with the referee venv's
 python, never imported here), both with the same step clock (``fixed_s + per_token_s × tokens``), and
 their schedules are compared step by step: the requests scheduled, the prefill chunks (request,
 tokens), the decodes and the preemptions. Used by ``tests/referee/test_vllm_scheduler.py`` and

@@ -194,7 +194,7 @@ def test_different_serving_specs_refuse_a_verdict() -> None:
     with pytest.raises(IncomparablePaths) as refused:
         compare_paths([PathResult("native", _deployment([5.0]), rep), PathResult("kubeflow", other, rep)])
     text = str(refused.value)
-    assert "image: 'vllm/vllm-openai:v0.33.0' ≠ 'other:1'" in text and "replicas: 1 ≠ 2" in text
+    assert "image: 'vllm/vllm-openai:v0.34.0' ≠ 'other:1'" in text and "replicas: 1 ≠ 2" in text
     assert refused.value.exit_status == 1
     unsaid = replace(_deployment([5.0]), serving=None)
     with pytest.raises(IncomparablePaths, match="record of the kubeflow path does not say"):

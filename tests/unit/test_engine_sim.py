@@ -138,7 +138,7 @@ def test_tracing_steps_through_decode_spans_without_changing_the_timeline() -> N
 
 
 def test_a_request_is_admitted_only_when_its_whole_prompt_fits_the_cache() -> None:
-    # vLLM 0.33 (scheduler_reserve_full_isl): 10 usable blocks of 4 tokens, budget 8. A (8-token prompt,
+    # vLLM 0.34 (scheduler_reserve_full_isl): 10 usable blocks of 4 tokens, budget 8. A (8-token prompt,
     # 12 output) prefills in step 1 (18 ms) and decodes alone in steps 2-12 (11 ms each): it holds 3-5
     # blocks, so B's 32-token prompt (8 blocks) never fits beside it, though its first 7-token chunk
     # would. B starts when A is done (139 ms): four 8-token chunks (18 ms each), then its decode.
@@ -256,7 +256,7 @@ def test_bad_input_is_refused_with_the_field_named() -> None:
 def reference(
     reqs: list[RequestSpec], eng: EngineParams, model: StepTimeModel, concurrency: int | None = None
 ):
-    """vLLM 0.33's V1 FCFS, step by step: returns [(first, finish, preemptions)] in request order."""
+    """vLLM 0.34's V1 FCFS, step by step: returns [(first, finish, preemptions)] in request order."""
     n = len(reqs)
     st = V1State.of([r.prompt_tokens for r in reqs], [r.output_tokens for r in reqs])
     if concurrency is None:

@@ -3,7 +3,7 @@ scheduled while step k runs, so an arrival is seen by the step after the one in 
 finished in step k keeps its slot and KV blocks while step k+1 is scheduled.
 
 The specification is ``async_steps`` (tests/support/v1_rules.py), which the referee holds identical to
-vLLM 0.33's own ``AsyncScheduler`` (tests/referee/test_vllm_scheduler.py, which also compares this
+vLLM 0.34's own ``AsyncScheduler`` (tests/referee/test_vllm_scheduler.py, which also compares this
 simulation with vLLM directly); here the simulation is held to the specification on the referee's streams
 and on random ones, without vLLM, and the fast path to the step-by-step one."""
 

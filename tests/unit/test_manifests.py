@@ -192,7 +192,7 @@ def test_shared_gpu_limits_vllm_memory_share() -> None:
     args = build_manifests(plan, MIXED).apply["10-deployment.yaml"][0]["spec"]["template"]["spec"][
         "containers"
     ][0]["args"]
-    assert args[args.index("--gpu-memory-utilization") + 1] == "0.46"  # vLLM 0.33's 0.92 × the half share
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.5"  # vLLM 0.34: 1.0 × the half share
 
 
 def test_a_deployment_record_holding_the_plans_engine_parameters_round_trips() -> None:

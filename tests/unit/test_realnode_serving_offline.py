@@ -124,7 +124,7 @@ def test_the_plans_images_run_as_their_local_builds(tmp_path: Path) -> None:
     }
     assert local_build_of(CPU_IMAGE, built) == LOCAL_CPU
     assert local_build_of("ghcr.io/gpuplace/gpuplace-vllm:0.1.0", built) == ""
-    assert local_build_of("vllm/vllm-openai:v0.33.0", built) == ""
+    assert local_build_of("vllm/vllm-openai:v0.34.0", built) == ""
     plan = _plan()
     files = node_manifests(plan)
     planned = write_plan_dir(tmp_path / "p", plan, manifests=files, alternatives={}, kfp={}, candidates_md="")

@@ -292,16 +292,16 @@ def test_vllm_batch_defaults_follow_the_device_memory_and_the_a100_exception() -
     assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
     assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
     assert (l4.max_num_batched_tokens, l4.max_num_seqs) == (2048, 256)
-    # vLLM 0.33's tier for 160 GiB and more (B200: 179 GiB), and what a MIG slice of it reports
+    # vLLM 0.34's tier for 160 GiB and more (B200: 179 GiB), and what a MIG slice of it reports
     b200 = CATALOG.get("B200-SXM-180GB")
     assert vllm_batch_defaults(b200, b200.memory_gib)[:2] == (16384, 1024)
     assert vllm_batch_defaults(b200, 83.8)[:2] == (8192, 1024)
-    assert h100.block_size == 16 and h100.gpu_memory_utilization == 0.92 and h100.enable_chunked_prefill
+    assert h100.block_size == 64 and h100.gpu_memory_utilization == 1.0 and h100.enable_chunked_prefill
     assert all(h100.sources.get(f) for f in ("max_num_seqs", "block_size", "num_gpu_blocks", "max_model_len"))
 
 
 def test_vllm_predictions_schedule_asynchronously_as_vllm_serve_does() -> None:
-    """vllm serve 0.33 turns asynchronous scheduling on when it is not set (VllmConfig); a vLLM prediction
+    """vllm serve 0.34 turns asynchronous scheduling on when it is not set (VllmConfig); a vLLM prediction
     simulates it, and the engine's arguments pass it, so the deployed engine schedules as predicted. The
     local target's engine (transformers) schedules in line."""
     h100 = vllm_engine_params(LLAMA8B, H100)
@@ -325,26 +325,30 @@ def test_asynchronous_scheduling_adds_about_a_step_to_a_loaded_ttft() -> None:
     assert a.tpot.p50 == pytest.approx(s.tpot.p50, rel=0.05)
 
 
-def test_kv_capacity_is_the_memory_left_after_weights_activations_and_reserve() -> None:
-    budget = kv_cache_blocks(
-        LLAMA8B,
-        79.6,
-        1,
-        gpu_memory_utilization=0.92,
-        block_size=16,
-        max_num_batched_tokens=8192,
-        max_num_seqs=1024,
-    )
+def test_kv_capacity_is_the_memory_left_after_weights_activations_reserve_and_margin() -> None:
+    """vLLM 0.34's extensible KV cache (``measure_kv_cache_bytes``): min(requested, device − margin) − what
+    the engine holds − the transient peak, the margin max(1 GiB, 0.75 × the peak)."""
     gib = 2**30
     weights = LLAMA8B.num_params * 2
     activations = 8192 * (2 * 14336 + 4 * 4096) * 2 + 1024 * 128256 * 4
-    kv = 79.6 * gib * 0.92 - weights - activations - 1.0 * gib
-    per_block = 16 * 2 * 32 * 8 * 128 * 2
-
-    assert budget.blocks == int(kv // per_block)
-    assert vllm_engine_params(LLAMA8B, H100).num_gpu_blocks == budget.blocks
-    # about 440k tokens of KV cache on one H100 for Llama-3.1-8B, what vLLM logs for it
-    assert 400_000 < budget.blocks * 16 < 480_000
+    per_block = 64 * 2 * 32 * 8 * 128 * 2
+    for utilization, ceiling in ((1.0, 79.6 * gib - max(gib, 0.75 * activations)), (0.5, 0.5 * 79.6 * gib)):
+        budget = kv_cache_blocks(
+            LLAMA8B,
+            79.6,
+            1,
+            gpu_memory_utilization=utilization,
+            block_size=64,
+            max_num_batched_tokens=8192,
+            max_num_seqs=1024,
+        )
+        kv = ceiling - weights - activations - 1.0 * gib
+        assert budget.blocks == int(kv // per_block), utilization
+    assert vllm_engine_params(LLAMA8B, H100).num_gpu_blocks == int(
+        (79.6 * gib - gib - weights - activations - gib) // per_block
+    )
+    # about 500k tokens of KV cache on one H100 for Llama-3.1-8B (vLLM 0.33 logged about 440k at its 0.92)
+    assert 480_000 < vllm_engine_params(LLAMA8B, H100).kv_capacity_tokens < 530_000
 
 
 def test_max_model_len_is_lowered_to_what_the_cache_holds() -> None:

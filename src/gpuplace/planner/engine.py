@@ -1,6 +1,6 @@
 """Engine parameters per shape: what the serving engine would use, and the KV-cache capacity it leaves.
 
-:func:`vllm_engine_params` gives the values ``vllm serve`` (v0.33.0, the image the manifests run) picks
+:func:`vllm_engine_params` gives the values ``vllm serve`` (v0.34.0, the image the manifests run) picks
 by itself for a replica of a shape, each with its source, so that the serving model simulates the
 engine as it will run and the manifests can pass the same values explicitly (the referee test
 ``tests/referee/test_vllm_args.py`` reads them from the installed vLLM and compares):
@@ -9,13 +9,14 @@ engine as it will run and the manifests can pass the same values explicitly (the
   ``vllm/engine/arg_utils.py`` for the OpenAI server: 16384 / 1024 on a GPU with at least 160 GiB
   (B200, B300, GB200), 8192 / 1024 on one with at least 70 GiB that is not an A100 (H100, H200, RTX PRO
   6000), else 2048 / 256 (vLLM PR #17885 found larger budgets slower on A100);
-* ``block_size`` 16: ``CacheConfig.DEFAULT_BLOCK_SIZE``;
-* ``gpu_memory_utilization`` 0.92: ``CacheConfig.gpu_memory_utilization``;
+* ``block_size`` 64: ``CacheConfig.DEFAULT_BLOCK_SIZE`` (16 up to vLLM 0.33);
+* ``gpu_memory_utilization`` 1.0: ``CacheConfig.resolved_gpu_memory_utilization`` with the extensible KV
+  cache, the default on CUDA since vLLM 0.34 (0.92 up to 0.33);
 * ``enable_chunked_prefill``: always on in the V1 engine (``_set_default_args_v1``);
-* ``num_gpu_blocks`` (:func:`kv_cache_blocks`): (device memory × gpu_memory_utilization − weights/TP −
-  activation peak of a full step − runtime reserve) ÷ (block_size × KV bytes per token per GPU), the
-  arithmetic of vLLM's memory profiling (``determine_available_memory``) with the profiled peaks
-  estimated instead of measured;
+* ``num_gpu_blocks`` (:func:`kv_cache_blocks`): (min(device memory × gpu_memory_utilization, device memory
+  − margin) − weights/TP − activation peak of a full step − runtime reserve) ÷ (block_size × KV bytes per
+  token per GPU), the arithmetic of vLLM 0.34's extensible KV cache (``measure_kv_cache_bytes``: the margin
+  is max(1 GiB, 0.75 × the transient peak)) with the measured peaks estimated;
 * ``max_model_len``: the model's ``max_position_embeddings``, lowered to what the KV cache holds when
   that is less (vLLM refuses to start otherwise).
 
@@ -35,8 +36,14 @@ from gpuplace.types.precision import BF16, Precision
 from gpuplace.types.serving import VLLM_VERSION
 
 GIB = 2**30
-VLLM_GPU_MEMORY_UTILIZATION = 0.92
-VLLM_BLOCK_SIZE = 16
+# vLLM 0.34 CacheConfig: an unset gpu_memory_utilization resolves to 1.0 with the extensible KV cache (the
+# default on CUDA: the cache is sized from the memory measured free after warmup), 0.92 without it
+VLLM_GPU_MEMORY_UTILIZATION = 1.0
+VLLM_BLOCK_SIZE = 64  # vLLM 0.34 CacheConfig.DEFAULT_BLOCK_SIZE (16 up to 0.33)
+# vLLM 0.34 v1/worker/extensible_kv_cache.py measure_kv_cache_bytes: the cache leaves free a margin of
+# max(1 GiB, 0.75 × the transient peak) below the device's headroom, and the transient peak itself
+KV_CACHE_MARGIN_FLOOR_GIB = 1.0
+KV_CACHE_MARGIN_FRACTION = 0.75
 LOGITS_BYTES = 4  # the sampler's dummy run holds fp32 logits of max_num_seqs rows
 
 
@@ -45,6 +52,7 @@ class KvBudget:
     """How the KV-cache capacity of one GPU of a replica was derived (bytes unless named)."""
 
     usable_bytes: float  # device memory × gpu_memory_utilization
+    device_bytes: float  # the device's memory (a MIG slice's own)
     weights_bytes: float  # this GPU's share of the weights
     activation_bytes: float  # peak of one full step (max_num_batched_tokens) + the sampler's logits
     reserve_bytes: float  # CUDA context, NCCL buffers, CUDA graphs
@@ -52,8 +60,15 @@ class KvBudget:
     block_size: int
 
     @property
+    def margin_bytes(self) -> float:
+        return max(KV_CACHE_MARGIN_FLOOR_GIB * GIB, KV_CACHE_MARGIN_FRACTION * self.activation_bytes)
+
+    @property
     def kv_bytes(self) -> float:
-        return self.usable_bytes - self.weights_bytes - self.activation_bytes - self.reserve_bytes
+        """vLLM 0.34's ``measure_kv_cache_bytes``: the requested memory or the device's less the margin,
+        whichever is less, less what the engine holds (weights, reserve) and its transient peak."""
+        ceiling = min(self.usable_bytes, self.device_bytes - self.margin_bytes)
+        return ceiling - self.weights_bytes - self.activation_bytes - self.reserve_bytes
 
     @property
     def blocks(self) -> int:
@@ -62,7 +77,8 @@ class KvBudget:
 
     def describe(self) -> str:
         return (
-            f"({self.usable_bytes / GIB:.1f} GiB usable − {self.weights_bytes / GIB:.1f} GiB weights "
+            f"(min({self.usable_bytes / GIB:.1f} GiB usable, {self.device_bytes / GIB:.1f} GiB "
+            f"− {self.margin_bytes / GIB:.2f} GiB margin) − {self.weights_bytes / GIB:.1f} GiB weights "
             f"− {self.activation_bytes / GIB:.2f} GiB activations "
             f"− {self.reserve_bytes / GIB:.1f} GiB reserve) "
             f"÷ ({self.block_size} tokens × {self.kv_bytes_per_token / 1024:g} KiB per token)"
@@ -96,6 +112,7 @@ def kv_cache_blocks(
     the weights and the KV cache in ``precision`` (activations stay bf16)."""
     return KvBudget(
         usable_bytes=memory_gib * GIB * gpu_memory_utilization,
+        device_bytes=memory_gib * GIB,
         weights_bytes=weight_bytes(arch, precision) / tp,
         activation_bytes=activation_peak_bytes(arch, tp, max_num_batched_tokens, max_num_seqs),
         reserve_bytes=reserve_gib * GIB,
@@ -190,7 +207,8 @@ def vllm_engine_params(
             "max_num_batched_tokens": why,
             "max_num_seqs": why,
             "block_size": f"vLLM {VLLM_VERSION} CacheConfig.DEFAULT_BLOCK_SIZE",
-            "gpu_memory_utilization": f"vLLM {VLLM_VERSION} CacheConfig.gpu_memory_utilization default"
+            "gpu_memory_utilization": f"vLLM {VLLM_VERSION} CacheConfig.resolved_gpu_memory_utilization "
+            "with the extensible KV cache (the default on CUDA)"
             + ("" if gpu_memory_utilization == VLLM_GPU_MEMORY_UTILIZATION else ", × the time-sliced share"),
             "max_model_len": len_why,
             "enable_chunked_prefill": "always on in vLLM's V1 engine",

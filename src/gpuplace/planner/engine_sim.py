@@ -6,7 +6,7 @@ does (FCFS policy, ``vllm/v1/core/sched/scheduler.py``):
 1. running requests first, in admission order: each decode adds one token; a partially prefilled
    prompt continues with what is left of the step's token budget (``max_num_batched_tokens``);
 2. then, if nothing was preempted in this step, waiting requests in arrival order while budget is left,
-   fewer than ``max_num_seqs`` run and the KV cache has room for the whole prompt (vLLM 0.33's
+   fewer than ``max_num_seqs`` run and the KV cache has room for the whole prompt (vLLM 0.34's
    ``scheduler_reserve_full_isl``, on by default); a prompt larger than the budget left is chunked
    (chunked prefill), so prefills mix into decode steps;
 3. every token needs a slot in the paged KV cache (``num_gpu_blocks`` blocks of ``block_size``
@@ -16,7 +16,7 @@ does (FCFS policy, ``vllm/v1/core/sched/scheduler.py``):
    tokens it already generated), as V1 preempts by recompute (without vLLM's prefix cache, which
    would find some of its blocks still cached: docs/serving-model.md).
 
-vLLM 0.33's own (synchronous) ``Scheduler``, driven step by step over the same streams, schedules
+vLLM 0.34's own (synchronous) ``Scheduler``, driven step by step over the same streams, schedules
 what this simulation does (tests/referee/, docs/serving-model.md: async scheduling lags a step).
 
 With ``num_scheduler_steps`` N > 1 (vLLM V0's multi-step scheduling, 0.6–0.10; no vLLM that runs now has

@@ -391,7 +391,7 @@ class SimulatedReplica:
                 i = waiting[0]
                 tokens = min(need[i], left)
                 want = -(-tokens // bs)
-                if -(-need[i] // bs) > free:  # vLLM 0.33 scheduler_reserve_full_isl: all of it
+                if -(-need[i] // bs) > free:  # vLLM 0.34 scheduler_reserve_full_isl: all of it
                     break
                 waiting.popleft()
                 running[i] = None

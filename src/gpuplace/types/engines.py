@@ -65,7 +65,7 @@ VLLM = Engine(
     command=("vllm", "serve"),
     # the release the cluster manifests run (vllm/vllm-openai:v<this>) and whose defaults the engine
     # parameters record; tests/referee/test_vllm_args.py checks both against the installed package
-    version="0.33.0",
+    version="0.34.0",
     repository="vllm/vllm-openai",
     process_word=b"vllm",
     referee="tests/referee/test_vllm_args.py",

@@ -125,7 +125,10 @@ class EngineParams:
         u = self.gpu_memory_utilization
         if not isinstance(u, int | float) or not 0 < u <= 1:
             raise InvalidInput(
-                "gpu_memory_utilization", u, "must be in (0, 1]", f"vLLM {VLLM_VERSION}'s default is 0.92"
+                "gpu_memory_utilization",
+                u,
+                "must be in (0, 1]",
+                f"vLLM {VLLM_VERSION}'s default is 1.0 (with its extensible KV cache)",
             )
         if self.max_num_batched_tokens < self.max_num_seqs:
             # vLLM's SchedulerConfig refuses this too: a step must fit one token of every sequence.
@@ -185,8 +188,14 @@ class EngineParams:
             str(self.max_num_seqs),
             "--block-size",
             str(self.block_size),
-            "--gpu-memory-utilization",
-            f"{self.gpu_memory_utilization:g}",
+            # below 1.0 only (a time-sliced share): 1.0 is what vLLM 0.34 resolves an unset value to with its
+            # extensible KV cache; passed, it would also hold where vLLM falls back to estimate-based sizing
+            # (a driver without virtual memory management), whose own default there is 0.92
+            *(
+                ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
+                if self.gpu_memory_utilization < 1.0
+                else []
+            ),
             "--max-model-len",
             str(self.max_model_len),
             # explicit either way: vLLM's own default (on where compatible) must not decide for the plan
