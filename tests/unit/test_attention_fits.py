@@ -135,3 +135,19 @@ def test_a_malformed_fits_file_is_refused_naming_line_and_column(tmp_path: Path)
     bad.write_text("\n".join([good[0], good[1], good[1]]) + "\n")
     with pytest.raises(InvalidInput, match="repeats a fit"):
         load_attention_fits(bad)
+
+
+def test_the_step_model_reads_the_catalog_once_for_kernel_siblings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every shape the planner prices asks for a sibling (a GPU with no tables, heads with no fit): the
+    bundled catalog behind that answer is read from disk once, not per shape."""
+    import gpuplace.catalog.gemm_curves as gc
+
+    reads = []
+    real = gc.load_gpu_catalog
+    monkeypatch.setattr(gc, "load_gpu_catalog", lambda *a, **k: reads.append(a) or real(*a, **k))
+    gc._bundled_catalog.cache_clear()
+    arch, catalog = _arch(), load_gpu_catalog()
+    for name in ("L40S-48GB", "A100-PCIE-80GB", "L40S-48GB", "A100-PCIE-80GB"):
+        spec = catalog.get(name)
+        roofline_step_model(arch, ReplicaHardware(spec), load_efficiency_table().for_gpu(spec, arch))
+    assert len(reads) == 1

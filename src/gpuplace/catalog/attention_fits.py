@@ -22,10 +22,11 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuplace.catalog.gemm_curves import data_rows, kernel_sibling
+from gpuplace.catalog.gemm_curves import data_rows, kernel_sibling, number_cell
 from gpuplace.catalog.gpus import DATA_DIR
 from gpuplace.errors import InvalidInput
 from gpuplace.types import GpuSpec, ModelArch
+from gpuplace.types.operators import kv_heads_per_gpu
 
 ATTENTION_FITS_FILE = "attention_fits.csv"
 COLUMNS: tuple[str, ...] = (
@@ -55,23 +56,12 @@ class AttentionFit:
 
 
 def heads_on_one_gpu(arch: ModelArch, tp: int) -> tuple[int, int]:
-    """(query heads, KV heads) of one GPU's shard: KV heads replicated when TP exceeds them."""
-    return arch.num_attention_heads // tp, -(-arch.num_kv_heads // tp)
+    """(query heads, KV heads) of one GPU's shard."""
+    return arch.num_attention_heads // tp, kv_heads_per_gpu(arch, tp)
 
 
 def kv_dtype_name(kv_bytes: int) -> str:
     return "fp8" if kv_bytes == 1 else "bfloat16"
-
-
-def _cell(row: dict[str, str], column: str, where: str, *, positive: bool) -> float:
-    try:
-        value = float(row[column])
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 if positive else value >= 0) or value == float("inf"):
-        need = "a positive number" if positive else "a non-negative number"
-        raise InvalidInput(f"{where} {column}", row[column], f"must be {need}", "Rewrite the file")
-    return value
 
 
 @functools.cache
@@ -81,10 +71,8 @@ def load_attention_fits(path: Path | None = None) -> dict[tuple[str, str, int, i
     file = path or DATA_DIR / ATTENTION_FITS_FILE
     out: dict[tuple[str, str, int, int, int], AttentionFit] = {}
     for where, row in data_rows(file, COLUMNS):
-        q, kv, dim = (
-            int(_cell(row, c, where, positive=True)) for c in ("query_heads", "kv_heads", "head_dim")
-        )
-        fraction = _cell(row, "fraction", where, positive=True)
+        q, kv, dim = (int(number_cell(row[c], where, c)) for c in ("query_heads", "kv_heads", "head_dim"))
+        fraction = number_cell(row["fraction"], where, "fraction")
         if fraction > 1:
             raise InvalidInput(f"{where} fraction", row["fraction"], "is above 1", "Rewrite the file")
         key = (row["gpu"], row["kv_dtype"], q, kv, dim)
@@ -92,8 +80,8 @@ def load_attention_fits(path: Path | None = None) -> dict[tuple[str, str, int, i
             raise InvalidInput(file.name, key, "repeats a fit", "Rewrite the file")
         out[key] = AttentionFit(
             row["gpu"],
-            _cell(row, "kernel_s", where, positive=False),
-            _cell(row, "per_seq_s", where, positive=False),
+            number_cell(row["kernel_s"], where, "kernel_s", zero=True),
+            number_cell(row["per_seq_s"], where, "per_seq_s", zero=True),
             fraction,
             row["source"],
         )

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuplace.catalog.gpus import DATA_DIR, load_gpu_catalog
+from gpuplace.catalog.gpus import DATA_DIR, GpuCatalog, load_gpu_catalog
 from gpuplace.errors import InvalidInput
 from gpuplace.types import GpuSpec, ModelArch
 from gpuplace.types.operators import layer_shapes, sharded_shapes
@@ -54,13 +54,16 @@ def shapes_key(arch: ModelArch) -> str:
     return " ".join(f"{name}={n}x{k}" for name, n, k in layer_shapes(arch))
 
 
-def _number(cell: str, where: str, column: str) -> float:
+def number_cell(cell: str, where: str, column: str, *, zero: bool = False) -> float:
+    """A finite positive number (or zero, with ``zero``) from a bundled CSV cell; else refused naming the
+    file, line and column."""
     try:
         value = float(cell)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidInput(f"{where} {column}", cell, "must be a positive number", "Rewrite the file")
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+        need = "a non-negative number" if zero else "a positive number"
+        raise InvalidInput(f"{where} {column}", cell, f"must be {need}", "Rewrite the file")
     return value
 
 
@@ -94,11 +97,11 @@ def load_gemm_curves(path: Path | None = None) -> dict[tuple[str, str, str, int]
     points: dict[tuple[str, str, str, int], list[tuple[float, float, float]]] = defaultdict(list)
     sources: dict[tuple[str, str, str, int], str] = {}
     for where, row in data_rows(file, COLUMNS):
-        tp, tokens = _whole(row["tp"], where, "tp"), _number(row["tokens"], where, "tokens")
+        tp, tokens = _whole(row["tp"], where, "tp"), number_cell(row["tokens"], where, "tokens")
         key = (row["gpu"], row["dtype"], row["shapes"], tp)
         layer, head = (
-            _number(row["layer_s"], where, "layer_s"),
-            _number(row["lm_head_s"], where, "lm_head_s"),
+            number_cell(row["layer_s"], where, "layer_s"),
+            number_cell(row["lm_head_s"], where, "lm_head_s"),
         )
         points[key].append((tokens, layer, head))
         sources[key] = row["source"]
@@ -123,13 +126,20 @@ def measured_gemm_curves(gpu: str, arch: ModelArch, tp: int, dtype: str = "bfloa
     return load_gemm_curves().get((gpu, dtype, shapes_key(arch), tp))
 
 
+@functools.cache
+def _bundled_catalog() -> GpuCatalog:
+    """The bundled GPU catalog, read once: the measured tables are of its GPUs (a user's catalog may not
+    name them), and the step model asks for a sibling every time it prices a shape."""
+    return load_gpu_catalog(DATA_DIR / "gpus.csv")
+
+
 def kernel_sibling(spec: GpuSpec, measured: set[str]) -> GpuSpec | None:
     """Of the ``measured`` GPUs (catalog names), the one whose kernels stand in for ``spec``'s: same
     architecture and compute capability (the same tensor cores and kernels), nearest memory bandwidth;
     None when ``spec`` is itself measured or none matches."""
     if spec.name in measured:
         return None
-    catalog = load_gpu_catalog()
+    catalog = _bundled_catalog()
     kin = [
         g
         for g in (catalog.find(name) for name in sorted(measured))

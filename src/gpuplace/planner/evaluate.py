@@ -27,9 +27,9 @@ from gpuplace.planner.replica import ReplicaModel, TrafficShape
 from gpuplace.planner.request import PlanRequest
 from gpuplace.planner.steptime import (
     StepTimeModel,
+    bundled_kernels_notes,
     choose_efficiencies,
     kv_bytes_per_token_per_gpu,
-    linear_layers_note,
     roofline_step_model,
 )
 from gpuplace.types import LatencyProfile, ModelArch
@@ -234,7 +234,7 @@ class ServingModels:
             why = refusal or f"has no GEMMs for {self.request.precision.label} weights"
             self._notes[f"--operators: the table {why}; {shape.spec.name} on its class defaults"] = None
         model = roofline_step_model(self.arch, shape.hardware(link), eff, self.request.precision)
-        self._notes.update(dict.fromkeys(linear_layers_note(model, shape.spec.name)))
+        self._notes.update(dict.fromkeys(bundled_kernels_notes(model, shape.spec.name)))
         return model
 
     def replica(self, shape: OfferedShape, link: str | None = None) -> ReplicaModel:

@@ -27,7 +27,7 @@ from gpuplace.planner.engine import GIB, VLLM_GPU_MEMORY_UTILIZATION, vllm_engin
 from gpuplace.planner.kernels import OPERATORS_FIX, operator_step_model, operators_refusal
 from gpuplace.planner.offers import OfferedShape
 from gpuplace.planner.replica import ReplicaModel, TrafficShape
-from gpuplace.planner.steptime import choose_efficiencies, linear_layers_note, roofline_step_model
+from gpuplace.planner.steptime import bundled_kernels_notes, choose_efficiencies, roofline_step_model
 from gpuplace.types import Distribution, GpuSpec, ModelArch
 from gpuplace.types.engine import EngineParams, ServingPrediction
 from gpuplace.types.operators import OperatorTable
@@ -318,7 +318,7 @@ def replica_model(
     eff, notes = choose_efficiencies(arch, shape.hardware(), efficiency)
     if operators is None:
         model = roofline_step_model(arch, shape.hardware(), eff, precision)
-        return ReplicaModel(engine, model, traffic), (*notes, *linear_layers_note(model, shape.spec.name))
+        return ReplicaModel(engine, model, traffic), (*notes, *bundled_kernels_notes(model, shape.spec.name))
     refusal = operators_refusal(operators, shape.spec.name)
     if refusal:
         raise InvalidInput("operators", operators.describe(), refusal, OPERATORS_FIX)

@@ -47,6 +47,7 @@ from gpuplace.errors import InvalidInput
 from gpuplace.planner.hardware import LINKS, SERVING_DTYPE_BYTES, SHARED_OVERHEAD, ReplicaHardware, link_gbps
 from gpuplace.types import LatencyProfile, ModelArch
 from gpuplace.types.engine import Efficiencies, EngineStepProfile
+from gpuplace.types.operators import kv_heads_per_gpu
 from gpuplace.types.precision import BF16, Precision
 
 
@@ -157,7 +158,7 @@ def causal_pairs(offset: float, chunk: float) -> float:
 
 def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = SERVING_DTYPE_BYTES) -> int:
     """K and V bytes one token adds on each GPU: KV heads split over TP, replicated when TP > heads."""
-    heads = -(-arch.num_kv_heads // tp)
+    heads = kv_heads_per_gpu(arch, tp)
     return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes
 
 
@@ -195,7 +196,7 @@ def activation_bytes_per_token(arch: ModelArch, tp: int, dtype_bytes: int = SERV
     embedding (read and write q and k), SiLU-and-mul (read gate and up, write one: 3·intermediate).
     """
     q = arch.num_attention_heads * arch.head_dim / tp
-    k = -(-arch.num_kv_heads // tp) * arch.head_dim
+    k = kv_heads_per_gpu(arch, tp) * arch.head_dim
     per_layer = 8 * arch.hidden_size + 2 * (q + k) + 3 * arch.intermediate_size / tp
     return float(arch.num_layers * per_layer * dtype_bytes)
 
@@ -210,7 +211,7 @@ def roofline_step_model(
 ) -> StepTimeModel:
     """The step-time coefficients of ``arch`` on ``shape`` at efficiencies ``eff``, serving in
     ``precision`` (bf16 by default): the class roofline, with the linear layers from the bundled
-    measured GEMMs where they cover this shape (:func:`with_measured_gemms`; ``measured_gemms=False``
+    measured GEMMs where they cover this shape (:func:`with_bundled_kernels`; ``measured_gemms=False``
     keeps the roofline's).
 
     FP8 weights (W8A8) halve the bytes of the linear layers and run their FLOPs at the GPU's FP8 tensor
@@ -271,15 +272,13 @@ def roofline_step_model(
         + ("" if precision == BF16 else f", {precision.label}"),
     )
     return (
-        with_measured_gemms(model, arch, shape, precision)
+        with_bundled_kernels(model, arch, shape, precision)
         if measured_gemms and not calibrated(eff)
         else model
     )
 
 
-# the class step overhead's share for the attention kernel: 3 µs of its 5 memory-bound kernels a layer
-# (efficiency.csv step_overhead_s_per_layer; AIConfigurator 0.12.0 mem_empirical_constant_latency)
-CLASS_ATTENTION_KERNEL_S = 3e-6
+CLASS_ATTENTION_KERNEL_S = 3e-6  # the attention kernel's share of efficiency.csv step_overhead_s_per_layer
 PROFILE_SOURCE = "profile on "  # how choose_efficiencies names an efficiency a same-GPU profile measured
 
 
@@ -289,7 +288,7 @@ def calibrated(eff: Efficiencies) -> bool:
     return any(str(eff.sources.get(k, "")).startswith(PROFILE_SOURCE) for k in ("mbu", "mfu"))
 
 
-def with_measured_gemms(
+def with_bundled_kernels(
     model: StepTimeModel, arch: ModelArch, shape: ReplicaHardware, precision: Precision
 ) -> StepTimeModel:
     """``model`` with the bundled kernels measured on this whole GPU, or on its kernel sibling
@@ -323,7 +322,7 @@ def with_measured_gemms(
     return model
 
 
-def linear_layers_note(model: StepTimeModel, gpu: str) -> tuple[str, ...]:
+def bundled_kernels_notes(model: StepTimeModel, gpu: str) -> tuple[str, ...]:
     """The notes a prediction carries when its linear layers or decode attention are bundled kernels."""
     return tuple(
         f"{gpu}: {what} from measured kernels ({source}; {file})"

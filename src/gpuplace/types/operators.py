@@ -156,6 +156,11 @@ def layer_shapes(arch: ModelArch) -> tuple[tuple[str, int, int], ...]:
 COLUMN_PARALLEL = frozenset({"qkv", "gate_up", "lm_head"})  # split n over TP; O and down split k
 
 
+def kv_heads_per_gpu(arch: ModelArch, tp: int) -> int:
+    """KV heads on one GPU of a TP group: split over TP, replicated (one each) when TP exceeds them."""
+    return -(-arch.num_kv_heads // tp)
+
+
 def sharded_shapes(arch: ModelArch, tp: int) -> list[tuple[str, int, int]]:
     """(layer, n, k) of one GPU's shard at ``tp``, as vLLM shards them: KV heads replicated when TP
     exceeds them."""
@@ -164,7 +169,7 @@ def sharded_shapes(arch: ModelArch, tp: int) -> list[tuple[str, int, int]]:
     out = []
     for name, n, k in layer_shapes(arch):
         if name == "qkv":
-            kv = -(-arch.num_kv_heads // tp) * arch.head_dim
+            kv = kv_heads_per_gpu(arch, tp) * arch.head_dim
             n = arch.num_attention_heads * arch.head_dim // tp + 2 * kv
         elif name in COLUMN_PARALLEL:
             n //= tp
