@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from gpuplace.catalog.band_fit import (
     POOLED,
     RatioPoint,
     between_sources_interval,
+    components_interval,
     coverage,
     cross_validate,
     fit_edges,
@@ -24,6 +26,7 @@ from gpuplace.catalog.band_fit import (
     lookup,
     pooled_interval,
     t_quantile,
+    variance_components,
 )
 from gpuplace.errors import InvalidInput
 
@@ -125,6 +128,72 @@ def test_the_between_sources_interval_widens_with_disagreeing_publishers_and_nee
         between_sources_interval(_points("a", [1.0, 1.1, 0.9]))
     held = cross_validate(disagree + _points("c", [1.5, 1.6], line0=30), draw=between_sources_interval)
     assert all(h.edge is not None and h.point.source not in h.edge.sources for h in held)
+
+
+def _random_effects_world(
+    rng: random.Random, cells: int, publishers: int, figures: int
+) -> tuple[list[RatioPoint], list[float]]:
+    """Cells with their own mean (returned, in log space); in each, publishers with their own offset (sd
+    0.3 in log space) and figures of small spread (sd 0.1) around it."""
+    points, means = [], []
+    for c in range(cells):
+        mu = rng.gauss(0, 0.2)
+        means.append(mu)
+        for s in range(publishers):
+            bias = rng.gauss(0, 0.3)
+            points += [
+                RatioPoint(1000 * c + 10 * s + i, f"p{s}", f"class{c}", "tpot_p50", "heavy",
+                           math.exp(mu + bias + rng.gauss(0, 0.1)))
+                for i in range(figures)
+            ]  # fmt: skip
+    return points, means
+
+
+def test_the_variance_components_are_recovered_from_many_cells() -> None:
+    points, _ = _random_effects_world(random.Random(3), cells=60, publishers=4, figures=5)
+    comps = variance_components(points)
+    assert comps.between == pytest.approx(0.09, rel=0.25)
+    assert comps.within == pytest.approx(0.01, rel=0.1)
+    assert (comps.between_df, comps.within_df) == (60 * 3, 60 * 4 * 4)
+
+
+def test_the_band_holds_a_new_publishers_figure_at_its_nominal_level_with_few_publishers_a_cell() -> None:
+    """Monte Carlo: 6 cells of 3 publishers with 3 figures each; the next figure comes from a fourth
+    publisher in the first cell. The band (variances pooled over the cells) holds it about 80% of the
+    time and is narrower than the interval that estimates the publishers' spread from the cell's own 3
+    (which also holds it, with 2 degrees of freedom); counting figures as draws holds it far less often."""
+    rng = random.Random(5)
+    trials, held, as_draws, widths, own_widths = 2000, 0, 0, [], []
+    for _ in range(trials):
+        points, means = _random_effects_world(rng, cells=6, publishers=3, figures=3)
+        cell = [p for p in points if p.gpu_class == "class0"]
+        new = math.exp(means[0] + rng.gauss(0, 0.3) + rng.gauss(0, 0.1))
+        low, high = components_interval(cell, NOMINAL, variance_components(points))
+        held += low <= new <= high
+        widths.append(high / low)
+        own_low, own_high = between_sources_interval(cell)
+        own_widths.append(own_high / own_low)
+        low, high = pooled_interval(cell)
+        as_draws += low <= new <= high
+    assert abs(held / trials - NOMINAL) < 0.04, held / trials
+    assert as_draws / trials < NOMINAL - 0.1, as_draws / trials
+    assert statistics.median(widths) < 0.9 * statistics.median(own_widths)
+
+
+def test_each_fold_draws_its_band_and_its_variances_without_the_held_out_publisher() -> None:
+    """Publisher c is far off in another cell: its offset would widen every band through τ². Each fold's
+    bands are exactly those fit_edges draws from the other publishers' figures alone."""
+    points = _points("a", [0.9, 1.0, 1.1]) + _points("b", [1.0, 1.05, 0.95], line0=20)
+    points += _points("c", [1.2], line0=30)
+    points += [RatioPoint(40 + i, s, "ampere", "ttft_p50", "heavy", r)
+               for i, (s, r) in enumerate([("a", 1.0), ("a", 1.1), ("c", 5.0), ("c", 5.5)])]  # fmt: skip
+    held = cross_validate(points)
+    for h in held:
+        others = fit_edges(p for p in points if p.source != h.point.source)
+        assert h.edge == lookup(others, h.point.gpu_class, h.point.metric, h.point.regime)
+    with_c = fit_edges(points)[("hopper", "tpot_p50", "heavy")]
+    without_c = next(h.edge for h in held if h.point.source == "c" and h.edge is not None)
+    assert with_c.high / with_c.low > 2 * (without_c.high / without_c.low)
 
 
 def test_the_band_file_and_what_a_gpu_takes_from_it(tmp_path: Path) -> None:

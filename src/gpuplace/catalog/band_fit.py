@@ -2,16 +2,21 @@
 
 A published figure and gpuplace's prediction of it give one ratio, measured ÷ predicted, with the figure's
 GPU class, metric, load regime and source (the publisher: MLPerf, the vLLM blog, Lambda, ...). The band of a
-(class, metric, regime) cell is a prediction interval for the next ratio at the nominal level (80%): in log
-space, mean ± t(n − 1) · s · √(1 + 1/n) over the cell's ratios, the interval a new draw from the same
-log-normal falls in with that probability. A cell needs :data:`MIN_ROWS` rows from :data:`MIN_SOURCES`
-sources; one that has fewer borrows the cell of the same metric and regime pooled over every class (level
-``all classes``), and where that too is short there is no band, said so.
+(class, metric, regime) cell is a prediction interval at the nominal level (80%) for a figure **of a
+publisher not among the cell's**: in log space, a one-way random-effects model, log ratio = μ(cell) +
+publisher effect + figure noise, whose two variances are pooled over every cell
+(:func:`variance_components`; :func:`components_interval`). A publisher's figures share its harness, so
+twenty figures of two publishers are not twenty draws (the interval that counted them so,
+:func:`pooled_interval`, held 7 of 12 held-out figures at 80% nominal); and a cell's own two to five
+publishers say little about how much publishers differ (the interval that estimated it per cell,
+:func:`between_sources_interval`, drew bands 3.4× wide). A cell needs :data:`MIN_ROWS` rows from
+:data:`MIN_SOURCES` sources; one that has fewer borrows the cell of the same metric and regime pooled over
+every class (level ``all classes``), and where that too is short there is no band, said so.
 
 The coverage reported beside the band is measured by cross-validation grouped by source
 (:func:`cross_validate`): each source's rows are judged by the band drawn from the other sources' rows
-only, so no row sits in the band that judges it, and a publisher's own bias (its harness, its lengths)
-counts against the band as it would for a user's cluster.
+only (the variance components too), so no row sits in the band that judges it, and a publisher's own bias
+(its harness, its lengths) counts against the band as it would for a user's cluster.
 
 The load regime of a prediction is its load as a share of the replica's fluid capacity
 (:func:`load_regime`): ``light`` below 0.3, ``saturated`` from 0.85 or when the backlog grows,
@@ -96,7 +101,8 @@ def interval(ratios: Sequence[float], nominal: float = NOMINAL) -> tuple[float, 
 
 
 def pooled_interval(points: Sequence[RatioPoint], nominal: float = NOMINAL) -> tuple[float, float]:
-    """The band's interval (:func:`interval`) over the points' ratios, each figure a draw of its own."""
+    """:func:`interval` over the points' ratios, each figure a draw of its own (the band until 2026-12-07;
+    bench_published.py reports its coverage beside the band's)."""
     return interval([p.ratio for p in points], nominal)
 
 
@@ -108,7 +114,8 @@ def between_sources_interval(points: Sequence[RatioPoint], nominal: float = NOMI
     carries, floored at 0); the pooled within-source variance gives σ². The next source's figure varies by
     τ² + σ² around μ, estimated by the mean of the source means (variance: the means' spread ÷ k), and the
     quantile is Student's t with k − 1 degrees of freedom: two publishers are two draws, however many
-    figures each published. Not the shipped band: bench_published.py reports its coverage beside it.
+    figures each published. Not the shipped band (one cell's publishers estimate τ² with k − 1 degrees of
+    freedom): bench_published.py reports its coverage beside it.
     """
     groups: dict[str, list[float]] = defaultdict(list)
     for p in points:
@@ -130,6 +137,67 @@ def between_sources_interval(points: Sequence[RatioPoint], nominal: float = NOMI
     return math.exp(mu - half), math.exp(mu + half)
 
 
+@dataclass(frozen=True, slots=True)
+class Components:
+    """The variances of log(measured ÷ predicted), pooled over every (class, metric, regime) cell."""
+
+    between: float  # τ²: a publisher's own offset, beyond its figures' noise
+    within: float  # σ²: the figures of one publisher in one cell around their mean
+    between_df: int  # Σ (publishers − 1) over the cells with two or more
+    within_df: int  # Σ (figures − 1) over each publisher's figures in a cell
+
+
+def _by_cell_and_source(points: Iterable[RatioPoint]) -> dict[tuple[str, str, str], dict[str, list[float]]]:
+    cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for p in points:
+        cells[(p.gpu_class, p.metric, p.regime)][p.source].append(math.log(p.ratio))
+    return cells
+
+
+def variance_components(points: Iterable[RatioPoint]) -> Components:
+    """The one-way random-effects variances, each cell with its own mean, pooled over the cells.
+
+    σ²: the pooled variance of a publisher's figures around their mean in a cell. τ²: per cell with k ≥ 2
+    publishers, the variance of their means less the figure noise each mean carries (σ² × the mean of
+    1/figures), averaged over the cells with k − 1 weights and floored at 0 (the ANOVA estimator, pooled).
+    """
+    cells = _by_cell_and_source(points)
+    within_ss, within_df = 0.0, 0
+    for groups in cells.values():
+        for logs in groups.values():
+            m = statistics.fmean(logs)
+            within_ss += sum((x - m) ** 2 for x in logs)
+            within_df += len(logs) - 1
+    within = within_ss / within_df if within_df else 0.0
+    between_sum, between_df = 0.0, 0
+    for groups in cells.values():
+        k = len(groups)
+        if k < 2:
+            continue
+        spread = statistics.variance([statistics.fmean(g) for g in groups.values()])
+        between_sum += (k - 1) * (spread - within * statistics.fmean(1 / len(g) for g in groups.values()))
+        between_df += k - 1
+    between = max(0.0, between_sum / between_df) if between_df else 0.0
+    return Components(between, within, between_df, within_df)
+
+
+def components_interval(
+    points: Sequence[RatioPoint], nominal: float, components: Components
+) -> tuple[float, float]:
+    """The band's interval for a new publisher's figure in the cell of ``points``: around the mean of the
+    cell's publisher means μ, the pooled τ² + σ² plus the variance of μ itself ((τ² + σ² × the mean of
+    1/figures) ÷ publishers), Student's t with the pooled between-publisher degrees of freedom."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for p in points:
+        groups[p.source].append(math.log(p.ratio))
+    means = [statistics.fmean(g) for g in groups.values()]
+    tau2, sigma2 = components.between, components.within
+    var_mu = (tau2 + sigma2 * statistics.fmean(1 / len(g) for g in groups.values())) / len(means)
+    half = t_quantile(0.5 + nominal / 2, max(components.between_df, 1)) * math.sqrt(tau2 + sigma2 + var_mu)
+    mu = statistics.fmean(means)
+    return math.exp(mu - half), math.exp(mu + half)
+
+
 Interval = Callable[[Sequence[RatioPoint], float], tuple[float, float]]
 
 
@@ -144,10 +212,18 @@ def _edge(
 
 
 def fit_edges(
-    points: Iterable[RatioPoint], nominal: float = NOMINAL, draw: Interval = pooled_interval
+    points: Iterable[RatioPoint], nominal: float = NOMINAL, draw: Interval | None = None
 ) -> dict[tuple[str, str, str], FittedEdge]:
     """Every cell's band (class, metric, regime), and the pooled band of every (metric, regime) under
-    gpu_class :data:`POOLED`; cells too thin for a band are absent. ``draw`` makes a cell's interval."""
+    gpu_class :data:`POOLED`; cells too thin for a band are absent. ``draw`` makes a cell's interval; by
+    default :func:`components_interval` with the components of ``points``."""
+    points = list(points)
+    if draw is None:
+        components = variance_components(points)
+
+        def draw(cell: Sequence[RatioPoint], level: float) -> tuple[float, float]:
+            return components_interval(cell, level, components)
+
     cells: dict[tuple[str, str, str], list[RatioPoint]] = defaultdict(list)
     for p in points:
         cells[(p.gpu_class, p.metric, p.regime)].append(p)
@@ -182,9 +258,10 @@ class HeldOut:
 
 
 def cross_validate(
-    points: Sequence[RatioPoint], nominal: float = NOMINAL, draw: Interval = pooled_interval
+    points: Sequence[RatioPoint], nominal: float = NOMINAL, draw: Interval | None = None
 ) -> list[HeldOut]:
-    """Leave one source out: every figure judged by the band the other sources' figures draw."""
+    """Leave one source out: every figure judged by the band the other sources' figures draw (with the
+    variance components of those figures only, by default)."""
     out = []
     for source in sorted({p.source for p in points}):
         edges = fit_edges((p for p in points if p.source != source), nominal, draw)
