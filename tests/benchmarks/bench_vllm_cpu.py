@@ -79,10 +79,12 @@ def slope(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
-def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def fit(rows: list[dict[str, Any]], pace_s: list[float] | None = None) -> dict[str, Any]:
     """Per round and part (the engine core's critical path, schedule + update; the hand-over, encode +
     decode): the cost per step is the step of one request, the cost per sequence the least-squares slope
-    over the batches of at least ``FIT_FROM``; their medians and ranges over the rounds."""
+    over the batches of at least ``FIT_FROM``; their medians and ranges over the rounds. With the rounds'
+    pace probes, also the cost per sequence per second of probe (a figure another CPU can scale by its own
+    probe)."""
     parts = {"scheduler": ("schedule_s", "update_s"), "handover": ("encode_s", "decode_s")}
     out: dict[str, Any] = {}
     for name, keys in parts.items():
@@ -92,6 +94,9 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
             steps.append(min(t for b, t in mine if b == min(b for b, _ in mine)))
             seqs.append(slope([(b, t) for b, t in mine if b >= FIT_FROM]))
         out[name] = {
+            "per_seq_per_pace": statistics.median(q / p for q, p in zip(seqs, pace_s, strict=True))
+            if pace_s
+            else None,
             "per_step_s": statistics.median(steps),
             "per_step_range_s": [min(steps), max(steps)],
             "per_seq_s": statistics.median(seqs),
@@ -135,6 +140,11 @@ def render(data: dict[str, Any]) -> str:
         f"| the step model's fitted engine costs (mid-2024 vLLM, docs/benchmarks/step_floor.md) "
         f"| {_us(FITTED_STEP_S)} | {_us(FITTED_SEQ_S)} |",
         "",
+        "This machine's pace moves by tens of percent between runs; per round, the scheduler's cost per "
+        f"sequence is {sch['per_seq_per_pace'] * 1e3:.1f} µs per millisecond of the pace probe (median over "
+        "rounds), a figure another CPU can scale by the probe's time there (`tests/benchmarks/pace.py`'s "
+        "loop).",
+        "",
         f"The scheduler measured here is **{sch['per_seq_s'] / FITTED_SEQ_S:.0%}** of the fitted cost per "
         f"sequence and {sch['per_step_s'] / FITTED_STEP_S:.0%} of the fitted floor per step. The rest of the "
         "fitted costs is not measured: the model runner's input preparation, the sampler, detokenising and "
@@ -159,8 +169,8 @@ def render(data: dict[str, Any]) -> str:
         "",
         "## What it means for the step model",
         "",
-        "- vLLM V1's scheduler costs a near-constant amount per running sequence: the line above, with "
-        "vLLM's `freeze_gc_heap()` applied as its engine core does once it is built.",
+        "- vLLM V1's scheduler costs an amount per running sequence that grows mildly with the batch (the "
+        "table), with vLLM's `freeze_gc_heap()` applied as its engine core does once it is built.",
         "- With asynchronous scheduling (vLLM's GPU default) this work runs while the GPU computes the step "
         "before. The step model still adds the engine's fitted CPU costs to the GPU's work instead of "
         "overlapping them: the measured scheduler is only part of those costs, and overlapping the fitted "
@@ -186,7 +196,7 @@ def main() -> None:
         "steps": args.steps,
         "pace_s": result["pace_s"],
         "rows": result["rows"],
-        "fit": fit(result["rows"]),
+        "fit": fit(result["rows"], result["pace_s"]),
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "vllm_cpu.json").write_text(json.dumps(data, indent=1) + "\n")

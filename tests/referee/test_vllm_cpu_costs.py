@@ -54,8 +54,9 @@ def test_the_fit_reads_a_cost_per_step_and_per_sequence() -> None:
         }
         for b in (1, 32, 128, 1024)
     ]
-    fit = bench.fit(rows)
+    fit = bench.fit(rows, pace_s=[2e-3])
     assert fit["scheduler"]["per_step_s"] == pytest.approx(1e-4 + 2e-5)
+    assert fit["scheduler"]["per_seq_per_pace"] == pytest.approx(2e-5 / 2e-3)
     assert fit["scheduler"]["per_seq_s"] == pytest.approx(2e-5)
     assert fit["handover"]["per_seq_s"] == pytest.approx(1e-6)
 
