@@ -1,7 +1,7 @@
 """vLLM 0.34's own engine-core CPU work per decode step, measured with its code on this CPU (issue 32).
 
-The step model's engine costs (``step_floor_s`` 1.55 ms a step, ``seq_cost_s`` 54.4 µs a sequence,
-``src/gpuplace/catalog/data/efficiency.csv``) are fitted to synchronous vLLM runs of mid-2024
+The step model's engine costs (``step_floor_s`` a step and ``seq_cost_s`` a sequence,
+``src/gpuplace/catalog/data/efficiency.csv``, read by :func:`fitted_costs`) are fitted to synchronous vLLM runs of mid-2024
 (docs/benchmarks/step_floor.md). This measures the part of a V1 engine's CPU work that runs without a
 GPU: ``tests/referee/vllm_cpu_driver.py``, in the vLLM referee venv, times vLLM's ``Scheduler.schedule()``
 and ``update_from_output()`` on decode-only steps of 1 to 1,024 running requests, and the engine core's
@@ -33,6 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # tests.support, when run as a script
 
+from gpuplace.catalog.efficiency import DEFAULT_CLASS, load_efficiency_table  # noqa: E402
 from gpuplace.profiling.device import _cpu_model  # noqa: E402
 from tests.support import vllm_scheduler as vs  # noqa: E402
 
@@ -40,9 +41,13 @@ OUT = REPO / "docs" / "benchmarks"
 DRIVER = REPO / "tests" / "referee" / "vllm_cpu_driver.py"
 BATCHES = (1, 8, 32, 128, 256, 512, 1024)
 FIT_FROM = 32
-# the fitted engine costs this measures a part of (efficiency.csv, docs/benchmarks/step_floor.md)
-FITTED_STEP_S = 1.55e-3
-FITTED_SEQ_S = 54.4e-6
+
+
+def fitted_costs() -> dict[str, float]:
+    """The engine costs this measures a part of: efficiency.csv's default step floor and cost per sequence
+    (fitted in docs/benchmarks/step_floor.md), as the step model reads them."""
+    row = load_efficiency_table().rows[DEFAULT_CLASS]
+    return {"step_s": row["step_floor_s"].value, "seq_s": row["seq_cost_s"].value}
 
 
 def job(model_dir: Path, batches: tuple[int, ...], rounds: int, steps: int) -> dict[str, Any]:
@@ -72,13 +77,6 @@ def run_driver(spec: dict[str, Any], python: Path | None = None) -> dict[str, An
     return json.loads(proc.stdout)
 
 
-def slope(points: list[tuple[int, float]]) -> float:
-    """Least-squares seconds per unit of batch."""
-    xs, ys = [float(b) for b, _ in points], [t for _, t in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-
-
 def fit(rows: list[dict[str, Any]], pace_s: list[float] | None = None) -> dict[str, Any]:
     """Per round and part (the engine core's critical path, schedule + update; the hand-over, encode +
     decode): the cost per step is the step of one request, the cost per sequence the least-squares slope
@@ -91,8 +89,9 @@ def fit(rows: list[dict[str, Any]], pace_s: list[float] | None = None) -> dict[s
         steps, seqs = [], []
         for r in sorted({row["round"] for row in rows}):
             mine = [(x["batch"], sum(x[k] for k in keys)) for x in rows if x["round"] == r]
-            steps.append(min(t for b, t in mine if b == min(b for b, _ in mine)))
-            seqs.append(slope([(b, t) for b, t in mine if b >= FIT_FROM]))
+            steps.append(min(mine)[1])  # the smallest batch's step
+            big = [(b, t) for b, t in mine if b >= FIT_FROM]
+            seqs.append(statistics.linear_regression([b for b, _ in big], [t for _, t in big]).slope)
         out[name] = {
             "per_seq_per_pace": statistics.median(q / p for q, p in zip(seqs, pace_s, strict=True))
             if pace_s
@@ -111,7 +110,7 @@ def _us(s: float) -> str:
 
 def render(data: dict[str, Any]) -> str:
     f = data["fit"]
-    sch, ho = f["scheduler"], f["handover"]
+    sch, ho, fitted = f["scheduler"], f["handover"], data["fitted"]
     batches = sorted({r["batch"] for r in data["rows"]})
     lines = [
         "# vLLM's own engine-core CPU work per decode step",
@@ -138,15 +137,15 @@ def render(data: dict[str, Any]) -> str:
         f"({_us(ho['per_step_range_s'][0])} to {_us(ho['per_step_range_s'][1])}) | {_us(ho['per_seq_s'])} "
         f"({_us(ho['per_seq_range_s'][0])} to {_us(ho['per_seq_range_s'][1])}) |",
         f"| the step model's fitted engine costs (mid-2024 vLLM, docs/benchmarks/step_floor.md) "
-        f"| {_us(FITTED_STEP_S)} | {_us(FITTED_SEQ_S)} |",
+        f"| {_us(fitted['step_s'])} | {_us(fitted['seq_s'])} |",
         "",
         "This machine's pace moves by tens of percent between runs; per round, the scheduler's cost per "
         f"sequence is {sch['per_seq_per_pace'] * 1e3:.1f} µs per millisecond of the pace probe (median over "
         "rounds), a figure another CPU can scale by the probe's time there (`tests/benchmarks/pace.py`'s "
         "loop).",
         "",
-        f"The scheduler measured here is **{sch['per_seq_s'] / FITTED_SEQ_S:.0%}** of the fitted cost per "
-        f"sequence and {sch['per_step_s'] / FITTED_STEP_S:.0%} of the fitted floor per step. The rest of the "
+        f"The scheduler measured here is **{sch['per_seq_s'] / fitted['seq_s']:.0%}** of the fitted cost per "
+        f"sequence and {sch['per_step_s'] / fitted['step_s']:.0%} of the fitted floor per step. The rest of the "
         "fitted costs is not measured: the model runner's input preparation, the sampler, detokenising and "
         "streaming, and any per-step GPU work the roofline misses.",
         "",
@@ -197,6 +196,7 @@ def main() -> None:
         "pace_s": result["pace_s"],
         "rows": result["rows"],
         "fit": fit(result["rows"], result["pace_s"]),
+        "fitted": fitted_costs(),
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "vllm_cpu.json").write_text(json.dumps(data, indent=1) + "\n")

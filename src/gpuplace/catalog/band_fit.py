@@ -106,6 +106,23 @@ def pooled_interval(points: Sequence[RatioPoint], nominal: float = NOMINAL) -> t
     return interval([p.ratio for p in points], nominal)
 
 
+def _logs_by_source(points: Iterable[RatioPoint]) -> dict[str, list[float]]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for p in points:
+        groups[p.source].append(math.log(p.ratio))
+    return groups
+
+
+def _within(groups: Iterable[list[float]]) -> tuple[float, int]:
+    """The sum of squares of each group around its own mean, and its degrees of freedom."""
+    ss, df = 0.0, 0
+    for logs in groups:
+        m = statistics.fmean(logs)
+        ss += sum((x - m) ** 2 for x in logs)
+        df += len(logs) - 1
+    return ss, df
+
+
 def between_sources_interval(points: Sequence[RatioPoint], nominal: float = NOMINAL) -> tuple[float, float]:
     """A prediction interval for a figure of a source not among ``points``' (at least 2 sources), in log
     space: a one-way random-effects model, log ratio = μ + source effect + figure noise.
@@ -117,19 +134,13 @@ def between_sources_interval(points: Sequence[RatioPoint], nominal: float = NOMI
     figures each published. Not the shipped band (one cell's publishers estimate τ² with k − 1 degrees of
     freedom): bench_published.py reports its coverage beside it.
     """
-    groups: dict[str, list[float]] = defaultdict(list)
-    for p in points:
-        groups[p.source].append(math.log(p.ratio))
+    groups = _logs_by_source(points)
     k = len(groups)
     if k < 2:
         raise ValueError(f"a between-source interval needs 2 sources, got {k}")
     means = [statistics.fmean(g) for g in groups.values()]
-    within_df = sum(len(g) - 1 for g in groups.values())
-    within = (
-        sum((x - m) ** 2 for g, m in zip(groups.values(), means, strict=True) for x in g) / within_df
-        if within_df
-        else 0.0
-    )
+    within_ss, within_df = _within(groups.values())
+    within = within_ss / within_df if within_df else 0.0
     spread = statistics.variance(means)
     tau2 = max(0.0, spread - within * statistics.fmean(1 / len(g) for g in groups.values()))
     half = t_quantile(0.5 + nominal / 2, k - 1) * math.sqrt(tau2 + within + spread / k)
@@ -147,13 +158,6 @@ class Components:
     within_df: int  # Σ (figures − 1) over each publisher's figures in a cell
 
 
-def _by_cell_and_source(points: Iterable[RatioPoint]) -> dict[tuple[str, str, str], dict[str, list[float]]]:
-    cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for p in points:
-        cells[(p.gpu_class, p.metric, p.regime)][p.source].append(math.log(p.ratio))
-    return cells
-
-
 def variance_components(points: Iterable[RatioPoint]) -> Components:
     """The one-way random-effects variances, each cell with its own mean, pooled over the cells.
 
@@ -161,16 +165,14 @@ def variance_components(points: Iterable[RatioPoint]) -> Components:
     publishers, the variance of their means less the figure noise each mean carries (σ² × the mean of
     1/figures), averaged over the cells with k − 1 weights and floored at 0 (the ANOVA estimator, pooled).
     """
-    cells = _by_cell_and_source(points)
-    within_ss, within_df = 0.0, 0
-    for groups in cells.values():
-        for logs in groups.values():
-            m = statistics.fmean(logs)
-            within_ss += sum((x - m) ** 2 for x in logs)
-            within_df += len(logs) - 1
+    by_cell: dict[tuple[str, str, str], list[RatioPoint]] = defaultdict(list)
+    for p in points:
+        by_cell[(p.gpu_class, p.metric, p.regime)].append(p)
+    cells = [_logs_by_source(members) for members in by_cell.values()]
+    within_ss, within_df = _within(logs for groups in cells for logs in groups.values())
     within = within_ss / within_df if within_df else 0.0
     between_sum, between_df = 0.0, 0
-    for groups in cells.values():
+    for groups in cells:
         k = len(groups)
         if k < 2:
             continue
@@ -187,9 +189,7 @@ def components_interval(
     """The band's interval for a new publisher's figure in the cell of ``points``: around the mean of the
     cell's publisher means μ, the pooled τ² + σ² plus the variance of μ itself ((τ² + σ² × the mean of
     1/figures) ÷ publishers), Student's t with the pooled between-publisher degrees of freedom."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for p in points:
-        groups[p.source].append(math.log(p.ratio))
+    groups = _logs_by_source(points)
     means = [statistics.fmean(g) for g in groups.values()]
     tau2, sigma2 = components.between, components.within
     var_mu = (tau2 + sigma2 * statistics.fmean(1 / len(g) for g in groups.values())) / len(means)

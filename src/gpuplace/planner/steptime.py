@@ -278,7 +278,8 @@ def roofline_step_model(
     )
 
 
-CLASS_ATTENTION_KERNEL_S = 3e-6  # the attention kernel's share of efficiency.csv step_overhead_s_per_layer
+# 3 µs of the 5 kernels in step_overhead_s_per_layer (AIConfigurator 0.12.0 mem_empirical_constant_latency)
+CLASS_ATTENTION_KERNEL_S = 3e-6
 PROFILE_SOURCE = "profile on "  # how choose_efficiencies names an efficiency a same-GPU profile measured
 
 
